@@ -1,0 +1,214 @@
+//! Keys of an external identity provider, from its JWKS document.
+//!
+//! The document is fetched at start and again when a token names a `kid` we do not know (the
+//! provider rotated its keys), at most once per [`REFETCH_INTERVAL`], so a flood of tokens with
+//! made-up `kid`s cannot turn airq into a load generator against the provider. Only RSA, P-256 and
+//! Ed25519 keys are taken, each bound to its one algorithm (RS256, ES256, EdDSA); symmetric keys
+//! in a JWKS are ignored, which closes the door on algorithm confusion.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::Uri;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use serde::Deserialize;
+
+/// Refetches triggered by unknown `kid`s happen at most this often.
+pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_DOCUMENT: usize = 1 << 20;
+
+/// Why the JWKS document could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    /// The configured URL is not an http(s) URL.
+    #[error("AIRQ_AUTH_JWKS_URL {0:?} is not an http or https URL")]
+    BadUrl(String),
+    /// The request failed.
+    #[error("fetching the JWKS document")]
+    Fetch(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The provider answered with an error status.
+    #[error("the JWKS endpoint answered {0}")]
+    Status(hyper::StatusCode),
+    /// The request took too long.
+    #[error("the JWKS endpoint did not answer within {FETCH_TIMEOUT:?}")]
+    Timeout,
+    /// The body is not a JWKS document.
+    #[error("the JWKS document does not parse")]
+    Parse(#[from] serde_json::Error),
+    /// A refetch was wanted, but the last fetch is too recent.
+    #[error("keys were fetched less than {REFETCH_INTERVAL:?} ago")]
+    TooSoon,
+}
+
+#[derive(Deserialize)]
+struct Document {
+    keys: Vec<serde_json::Value>,
+}
+
+/// A usable key: what verifies, and the one algorithm it verifies.
+#[derive(Clone)]
+struct Entry {
+    key: DecodingKey,
+    algorithm: Algorithm,
+}
+
+#[derive(Default)]
+struct Keys {
+    by_kid: HashMap<String, Entry>,
+    /// The document's only key, for tokens without `kid` (single-key providers).
+    only: Option<Entry>,
+    fetched_at: Option<Instant>,
+}
+
+/// The identity provider's keys, cached.
+pub struct JwksKeys {
+    url: Uri,
+    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    keys: RwLock<Keys>,
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for JwksKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwksKeys")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JwksKeys {
+    /// Keys from the document at `url` (fetched on first use or by [`JwksKeys::refresh`]).
+    pub fn new(url: &str) -> Result<Self, JwksError> {
+        let uri: Uri = url.parse().map_err(|_| JwksError::BadUrl(url.to_owned()))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err(JwksError::BadUrl(url.to_owned()));
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Self {
+            url: uri,
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            keys: RwLock::new(Keys::default()),
+            fetching: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The key for a token's `kid`, refetching the document once if it is unknown.
+    pub(crate) async fn key_for(
+        &self,
+        kid: Option<&str>,
+    ) -> Result<(DecodingKey, Algorithm), super::AuthError> {
+        if let Some(entry) = self.lookup(kid) {
+            return Ok((entry.key, entry.algorithm));
+        }
+        match self.refresh().await {
+            Ok(()) | Err(JwksError::TooSoon) => {}
+            Err(error) => return Err(error.into()),
+        }
+        self.lookup(kid)
+            .map(|entry| (entry.key, entry.algorithm))
+            .ok_or(super::AuthError::UnknownKey)
+    }
+
+    fn lookup(&self, kid: Option<&str>) -> Option<Entry> {
+        let keys = self
+            .keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match kid {
+            Some(kid) => keys.by_kid.get(kid).cloned(),
+            None => keys.only.clone(),
+        }
+    }
+
+    /// Fetches the document unless that happened less than [`REFETCH_INTERVAL`] ago.
+    pub async fn refresh(&self) -> Result<(), JwksError> {
+        let _one_fetch_at_a_time = self.fetching.lock().await;
+        let last = self
+            .keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .fetched_at;
+        if last.is_some_and(|at| at.elapsed() < REFETCH_INTERVAL) {
+            return Err(JwksError::TooSoon);
+        }
+        let fetched = self.fetch().await;
+        let mut keys = self
+            .keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        keys.fetched_at = Some(Instant::now());
+        let entries = fetched?;
+        keys.only = match entries.as_slice() {
+            [(_, entry)] => Some(entry.clone()),
+            _ => None,
+        };
+        keys.by_kid = entries
+            .into_iter()
+            .filter_map(|(kid, entry)| kid.map(|kid| (kid, entry)))
+            .collect();
+        Ok(())
+    }
+
+    async fn fetch(&self) -> Result<Vec<(Option<String>, Entry)>, JwksError> {
+        let request = async {
+            let response = self
+                .client
+                .get(self.url.clone())
+                .await
+                .map_err(|error| JwksError::Fetch(error.into()))?;
+            if !response.status().is_success() {
+                return Err(JwksError::Status(response.status()));
+            }
+            let body = Limited::new(response.into_body(), MAX_DOCUMENT)
+                .collect()
+                .await
+                .map_err(JwksError::Fetch)?;
+            Ok(body.to_bytes())
+        };
+        let body = tokio::time::timeout(FETCH_TIMEOUT, request)
+            .await
+            .map_err(|_| JwksError::Timeout)??;
+        let document: Document = serde_json::from_slice(&body)?;
+        Ok(document
+            .keys
+            .into_iter()
+            .filter_map(|value| serde_json::from_value::<Jwk>(value).ok())
+            .filter_map(|jwk| usable(&jwk).map(|entry| (jwk.common.key_id.clone(), entry)))
+            .collect())
+    }
+}
+
+/// The entry for a signing key of a supported type, or `None` for any other key.
+fn usable(jwk: &Jwk) -> Option<Entry> {
+    if matches!(jwk.common.public_key_use, Some(ref used) if *used != PublicKeyUse::Signature) {
+        return None;
+    }
+    let (algorithm, declared) = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => (Algorithm::RS256, KeyAlgorithm::RS256),
+        AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => {
+            (Algorithm::ES256, KeyAlgorithm::ES256)
+        }
+        AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+            (Algorithm::EdDSA, KeyAlgorithm::EdDSA)
+        }
+        _ => return None,
+    };
+    if jwk.common.key_algorithm.is_some_and(|alg| alg != declared) {
+        return None;
+    }
+    let key = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Entry { key, algorithm })
+}

@@ -1,0 +1,153 @@
+//! Owner authentication: `Authorization: Bearer <JWT>` → [`OwnerId`].
+//!
+//! Three sources of truth, chosen by configuration ([`crate::config::OwnerAuth`]):
+//! - the local issuer ([`local`]): HS256 with a secret generated in the data dir, minted by
+//!   `airq token OWNER`;
+//! - a secret shared with an identity provider (HS256);
+//! - an identity provider's JWKS document ([`jwks`]): RS256, ES256 or EdDSA.
+//!
+//! Guarantees: `exp` and `sub` are required; a token is accepted only with the one algorithm its
+//! key is for, so `alg: none` and algorithm confusion (an HMAC token "signed" with a public key)
+//! are refused; configured `iss` and `aud` are enforced. Tokens are never logged, and only the
+//! `Authorization` header is read: credentials in the query string are ignored.
+
+pub mod jwks;
+pub mod local;
+
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+use crate::config::OwnerAuth;
+use crate::domain::OwnerId;
+
+pub use jwks::{JwksError, JwksKeys};
+pub use local::LocalIssuer;
+
+/// Why a token was refused (or could not be checked).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The token failed verification: signature, algorithm, expiry, issuer, audience or shape.
+    #[error("token rejected")]
+    Rejected(#[from] jsonwebtoken::errors::Error),
+    /// No key of the identity provider matches the token's `kid`.
+    #[error("no key of the identity provider matches the token")]
+    UnknownKey,
+    /// The `sub` claim is empty or too long.
+    #[error("the token's subject is not a usable owner id")]
+    BadSubject,
+    /// The identity provider's keys could not be fetched: our fault, not the client's.
+    #[error("identity provider keys unavailable")]
+    KeysUnavailable(#[from] JwksError),
+}
+
+/// The claims airq reads; the others are checked by `jsonwebtoken` or ignored.
+#[derive(Debug, Deserialize)]
+struct Claims {
+    sub: String,
+}
+
+/// Verifies owner tokens.
+#[derive(Debug)]
+pub struct Authenticator {
+    verifier: Verifier,
+}
+
+enum Verifier {
+    Hs256 {
+        key: DecodingKey,
+        validation: Box<Validation>,
+    },
+    Jwks {
+        keys: Box<JwksKeys>,
+        issuer: Option<String>,
+        audience: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Hs256 { .. } => f.write_str("Hs256"),
+            Self::Jwks { keys, .. } => f.debug_tuple("Jwks").field(keys).finish(),
+        }
+    }
+}
+
+impl Authenticator {
+    /// The verifier the configuration asks for. `local` is the data dir's issuer, used when no
+    /// external identity provider is configured.
+    pub fn new(
+        mode: &OwnerAuth,
+        local: &LocalIssuer,
+        issuer: Option<String>,
+        audience: Option<String>,
+    ) -> Result<Self, JwksError> {
+        let verifier = match mode {
+            OwnerAuth::Local => Verifier::Hs256 {
+                key: local.decoding_key(),
+                validation: Box::new(validation(
+                    Algorithm::HS256,
+                    Some(LocalIssuer::ISSUER),
+                    None,
+                )),
+            },
+            OwnerAuth::SharedSecret(secret) => Verifier::Hs256 {
+                key: DecodingKey::from_secret(secret.as_bytes()),
+                validation: Box::new(validation(
+                    Algorithm::HS256,
+                    issuer.as_deref(),
+                    audience.as_deref(),
+                )),
+            },
+            OwnerAuth::Jwks(url) => Verifier::Jwks {
+                keys: Box::new(JwksKeys::new(url)?),
+                issuer,
+                audience,
+            },
+        };
+        Ok(Self { verifier })
+    }
+
+    /// The owner a bearer token speaks for.
+    pub async fn authenticate(&self, token: &str) -> Result<OwnerId, AuthError> {
+        let claims = match &self.verifier {
+            Verifier::Hs256 { key, validation } => {
+                jsonwebtoken::decode::<Claims>(token, key, validation)?.claims
+            }
+            Verifier::Jwks {
+                keys,
+                issuer,
+                audience,
+            } => {
+                let header = jsonwebtoken::decode_header(token)?;
+                let (key, algorithm) = keys.key_for(header.kid.as_deref()).await?;
+                let validation = validation(algorithm, issuer.as_deref(), audience.as_deref());
+                jsonwebtoken::decode::<Claims>(token, &key, &validation)?.claims
+            }
+        };
+        OwnerId::parse(&claims.sub).ok_or(AuthError::BadSubject)
+    }
+
+    /// Fetches the identity provider's keys ahead of the first request (JWKS only).
+    pub async fn warm_up(&self) -> Result<(), JwksError> {
+        match &self.verifier {
+            Verifier::Jwks { keys, .. } => keys.refresh().await,
+            Verifier::Hs256 { .. } => Ok(()),
+        }
+    }
+}
+
+/// Rules for one algorithm: `exp` and `sub` required, `iss`/`aud` when configured.
+fn validation(algorithm: Algorithm, issuer: Option<&str>, audience: Option<&str>) -> Validation {
+    let mut validation = Validation::new(algorithm);
+    validation.set_required_spec_claims(&["exp", "sub"]);
+    match issuer {
+        Some(issuer) => validation.set_issuer(&[issuer]),
+        None => validation.iss = None,
+    }
+    match audience {
+        Some(audience) => validation.set_audience(&[audience]),
+        None => validation.validate_aud = false,
+    }
+    validation
+}

@@ -1,0 +1,218 @@
+//! Flags and `AIRQ_*` environment variables, turned into one typed [`Config`].
+//!
+//! Every flag has an environment variable of the same meaning, so a container is configured by its
+//! environment alone. The deployment (embedded or production) is chosen here, by configuration
+//! only, never by a rebuild.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// `airq`: the air-quality backend.
+#[derive(Debug, Parser)]
+#[command(name = "airq", version, about)]
+pub struct Cli {
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Serve flags, accepted without the `serve` word.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the HTTP API (the default).
+    Serve(ServeArgs),
+    /// Print a bearer token for OWNER, signed by the data dir's local issuer.
+    Token(TokenArgs),
+}
+
+/// Flags of `airq serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (the bound address is logged).
+    #[arg(long, env = "AIRQ_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory for the embedded database and the local token issuer's secret.
+    #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
+    pub data_dir: PathBuf,
+    /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
+    #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
+    pub auth_jwks_url: Option<String>,
+    /// Verify owner tokens with this shared HS256 secret instead of the local issuer.
+    #[arg(long, env = "AIRQ_AUTH_HS256_SECRET", hide_env_values = true)]
+    pub auth_hs256_secret: Option<String>,
+    /// Required `iss` of owner tokens from an external identity provider.
+    #[arg(long, env = "AIRQ_AUTH_ISSUER")]
+    pub auth_issuer: Option<String>,
+    /// Required `aud` of owner tokens from an external identity provider.
+    #[arg(long, env = "AIRQ_AUTH_AUDIENCE")]
+    pub auth_audience: Option<String>,
+    /// The batch writer flushes once this many readings are buffered.
+    #[arg(long, env = "AIRQ_BATCH_MAX_ROWS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub batch_max_rows: u32,
+    /// The batch writer flushes at the latest this many milliseconds after a batch's first reading.
+    #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 2)]
+    pub batch_max_delay_ms: u64,
+    /// Readings waiting for the batch writer before uploads wait for room (backpressure).
+    #[arg(long, env = "AIRQ_BATCH_QUEUE", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_queue: u32,
+    /// How often a failed flush is retried before its uploads are answered with 500.
+    #[arg(long, env = "AIRQ_FLUSH_RETRIES", default_value_t = 3)]
+    pub flush_retries: u32,
+    /// Pause before the first retry of a failed flush; doubled for each further retry.
+    #[arg(long, env = "AIRQ_FLUSH_RETRY_BACKOFF_MS", default_value_t = 50)]
+    pub flush_retry_backoff_ms: u64,
+    /// How long the embedded store waits for a lock held by another connection.
+    #[arg(long, env = "AIRQ_SQLITE_BUSY_TIMEOUT_MS", default_value_t = 5000)]
+    pub sqlite_busy_timeout_ms: u64,
+    /// How long the public map is served from the cache.
+    #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
+    pub map_cache_ttl_ms: u64,
+}
+
+/// Flags of `airq token`.
+#[derive(Debug, Clone, Args)]
+pub struct TokenArgs {
+    /// The owner (`sub` of the token).
+    pub owner: String,
+    /// Lifetime: a number with a unit, s, m, h or d (`90m`, `30d`).
+    #[arg(long, default_value = "30d", value_parser = parse_ttl)]
+    pub ttl: Duration,
+    /// The data directory whose local issuer signs the token.
+    #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
+    pub data_dir: PathBuf,
+}
+
+/// Parses `30d`, `12h`, `90m`, `45s` or a bare number of seconds.
+fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let amount: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 30d, 12h, 90m or 45s"))?;
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        other => return Err(format!("unknown unit `{other}`: use s, m, h or d")),
+    };
+    match amount.checked_mul(unit_secs) {
+        Some(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        _ => Err(format!("`{text}` is not a positive duration that fits")),
+    }
+}
+
+/// How owner tokens are verified.
+#[derive(Debug, Clone)]
+pub enum OwnerAuth {
+    /// HS256 tokens minted by `airq token` from the data dir's secret.
+    Local,
+    /// HS256 tokens signed with a secret shared with an identity provider.
+    SharedSecret(String),
+    /// Asymmetric tokens whose keys come from a JWKS document.
+    Jwks(String),
+}
+
+/// The batch writer's tuning.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchConfig {
+    /// Flush when this many rows are buffered.
+    pub max_rows: usize,
+    /// Flush at the latest this long after the first buffered row.
+    pub max_delay: Duration,
+    /// Capacity of the queue in front of the writer.
+    pub queue: usize,
+    /// Retries of a failed flush before giving up.
+    pub retries: u32,
+    /// Pause before the first retry; doubles per retry.
+    pub retry_backoff: Duration,
+}
+
+/// Everything `airq serve` needs, typed.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listening address.
+    pub listen: SocketAddr,
+    /// Data directory (embedded database, local issuer secret).
+    pub data_dir: PathBuf,
+    /// Owner token verification.
+    pub owner_auth: OwnerAuth,
+    /// Required `iss` for external tokens.
+    pub auth_issuer: Option<String>,
+    /// Required `aud` for external tokens.
+    pub auth_audience: Option<String>,
+    /// Batch writer tuning.
+    pub batch: BatchConfig,
+    /// SQLite lock wait.
+    pub sqlite_busy_timeout: Duration,
+    /// Public map cache lifetime.
+    pub map_cache_ttl: Duration,
+}
+
+impl From<ServeArgs> for Config {
+    fn from(args: ServeArgs) -> Self {
+        let owner_auth = match (args.auth_jwks_url, args.auth_hs256_secret) {
+            (Some(url), _) => OwnerAuth::Jwks(url),
+            (None, Some(secret)) => OwnerAuth::SharedSecret(secret),
+            (None, None) => OwnerAuth::Local,
+        };
+        Self {
+            listen: args.listen,
+            data_dir: args.data_dir,
+            owner_auth,
+            auth_issuer: args.auth_issuer,
+            auth_audience: args.auth_audience,
+            batch: BatchConfig {
+                max_rows: args.batch_max_rows as usize,
+                max_delay: Duration::from_millis(args.batch_max_delay_ms),
+                queue: args.batch_queue as usize,
+                retries: args.flush_retries,
+                retry_backoff: Duration::from_millis(args.flush_retry_backoff_ms),
+            },
+            sqlite_busy_timeout: Duration::from_millis(args.sqlite_busy_timeout_ms),
+            map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
+        }
+    }
+}
+
+/// Serve flags alone, so [`Config::new`] shares clap's defaults instead of repeating them.
+#[derive(Debug, Parser)]
+struct ServeOnly {
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+impl Config {
+    /// The defaults of `airq serve` (environment included) with the given address and data
+    /// directory.
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        let mut args = ServeOnly::parse_from(["airq"]).serve;
+        args.listen = listen;
+        args.data_dir = data_dir;
+        args.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_accepts_units_and_bare_seconds() {
+        assert_eq!(parse_ttl("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert_eq!(parse_ttl("90m"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(parse_ttl("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("3w").is_err());
+        assert!(parse_ttl("d").is_err());
+    }
+}

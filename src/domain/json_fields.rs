@@ -1,0 +1,216 @@
+//! Reading fields out of a parsed JSON body while collecting every problem.
+//!
+//! Bodies are parsed by simd-json into a generic value first, not straight into structs: a
+//! derive-based parser stops at the first fault, while clients deserve the whole list. A `null`
+//! counts as absent, so `"location": null` is the same as leaving `location` out.
+
+use simd_json::{OwnedValue, StaticNode};
+
+use super::field_errors::{Code, FieldErrors, In};
+
+/// A JSON object of the body, with the dotted path that leads to it.
+#[derive(Debug, Clone)]
+pub struct JsonObject<'a> {
+    map: &'a simd_json::owned::Object,
+    path: Option<String>,
+}
+
+/// The name under which a problem with the whole body is reported.
+pub const ROOT: &str = "$";
+
+impl<'a> JsonObject<'a> {
+    /// The body itself, which must be an object.
+    pub fn root(value: &'a OwnedValue, errors: &mut FieldErrors) -> Option<Self> {
+        match value {
+            OwnedValue::Object(map) => Some(Self { map, path: None }),
+            other => {
+                errors.push(
+                    In::Body,
+                    ROOT,
+                    Code::Type,
+                    format!("the body must be a JSON object, not {}", kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The dotted name of `key` inside this object.
+    pub fn name(&self, key: &str) -> String {
+        match &self.path {
+            Some(path) => format!("{path}.{key}"),
+            None => key.to_owned(),
+        }
+    }
+
+    fn present(&self, key: &str) -> Option<&'a OwnedValue> {
+        self.map
+            .get(key)
+            .filter(|v| !matches!(v, OwnedValue::Static(StaticNode::Null)))
+    }
+
+    fn missing(&self, key: &str, errors: &mut FieldErrors) {
+        errors.push(
+            In::Body,
+            self.name(key),
+            Code::Required,
+            format!("`{}` is required", self.name(key)),
+        );
+    }
+
+    fn wrong_type(&self, key: &str, expected: &str, got: &OwnedValue, errors: &mut FieldErrors) {
+        errors.push(
+            In::Body,
+            self.name(key),
+            Code::Type,
+            format!("`{}` must be {expected}, not {}", self.name(key), kind(got)),
+        );
+    }
+
+    /// A required scalar.
+    pub fn required<T: JsonScalar>(&self, key: &str, errors: &mut FieldErrors) -> Option<T> {
+        match self.present(key) {
+            None => {
+                self.missing(key, errors);
+                None
+            }
+            Some(value) => self.convert(key, value, errors),
+        }
+    }
+
+    /// An optional scalar: `None` when absent (or null, or faulty, which is recorded).
+    pub fn optional<T: JsonScalar>(&self, key: &str, errors: &mut FieldErrors) -> Option<T> {
+        self.present(key)
+            .and_then(|value| self.convert(key, value, errors))
+    }
+
+    fn convert<T: JsonScalar>(
+        &self,
+        key: &str,
+        value: &OwnedValue,
+        errors: &mut FieldErrors,
+    ) -> Option<T> {
+        let converted = T::from_json(value);
+        if converted.is_none() {
+            self.wrong_type(key, T::EXPECTED, value, errors);
+        }
+        converted
+    }
+
+    /// A required string.
+    pub fn required_str(&self, key: &str, errors: &mut FieldErrors) -> Option<&'a str> {
+        match self.present(key) {
+            None => {
+                self.missing(key, errors);
+                None
+            }
+            Some(value) => self.string(key, value, errors),
+        }
+    }
+
+    /// An optional string.
+    pub fn optional_str(&self, key: &str, errors: &mut FieldErrors) -> Option<&'a str> {
+        self.present(key)
+            .and_then(|value| self.string(key, value, errors))
+    }
+
+    fn string(
+        &self,
+        key: &str,
+        value: &'a OwnedValue,
+        errors: &mut FieldErrors,
+    ) -> Option<&'a str> {
+        match value {
+            OwnedValue::String(text) => Some(text.as_str()),
+            other => {
+                self.wrong_type(key, "a string", other, errors);
+                None
+            }
+        }
+    }
+
+    /// A required nested object.
+    pub fn required_object(&self, key: &str, errors: &mut FieldErrors) -> Option<Self> {
+        match self.present(key) {
+            None => {
+                self.missing(key, errors);
+                None
+            }
+            Some(value) => self.object(key, value, errors),
+        }
+    }
+
+    /// An optional nested object.
+    pub fn optional_object(&self, key: &str, errors: &mut FieldErrors) -> Option<Self> {
+        self.present(key)
+            .and_then(|value| self.object(key, value, errors))
+    }
+
+    fn object(&self, key: &str, value: &'a OwnedValue, errors: &mut FieldErrors) -> Option<Self> {
+        match value {
+            OwnedValue::Object(map) => Some(Self {
+                map,
+                path: Some(self.name(key)),
+            }),
+            other => {
+                self.wrong_type(key, "an object", other, errors);
+                None
+            }
+        }
+    }
+}
+
+/// A JSON scalar that a field can hold.
+pub trait JsonScalar: Sized {
+    /// How the expected type reads in a problem detail ("a number").
+    const EXPECTED: &'static str;
+    /// The value, or `None` when the JSON value has another type.
+    fn from_json(value: &OwnedValue) -> Option<Self>;
+}
+
+impl JsonScalar for bool {
+    const EXPECTED: &'static str = "a boolean";
+    fn from_json(value: &OwnedValue) -> Option<Self> {
+        match value {
+            OwnedValue::Static(StaticNode::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl JsonScalar for f64 {
+    const EXPECTED: &'static str = "a finite number";
+    fn from_json(value: &OwnedValue) -> Option<Self> {
+        let number = match value {
+            OwnedValue::Static(StaticNode::F64(f)) => *f,
+            OwnedValue::Static(StaticNode::I64(i)) => *i as f64,
+            OwnedValue::Static(StaticNode::U64(u)) => *u as f64,
+            _ => return None,
+        };
+        number.is_finite().then_some(number)
+    }
+}
+
+impl JsonScalar for i64 {
+    const EXPECTED: &'static str = "an integer";
+    fn from_json(value: &OwnedValue) -> Option<Self> {
+        match value {
+            OwnedValue::Static(StaticNode::I64(i)) => Some(*i),
+            OwnedValue::Static(StaticNode::U64(u)) => i64::try_from(*u).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// The JSON type of a value, for problem details.
+fn kind(value: &OwnedValue) -> &'static str {
+    match value {
+        OwnedValue::Static(StaticNode::Null) => "null",
+        OwnedValue::Static(StaticNode::Bool(_)) => "a boolean",
+        OwnedValue::Static(StaticNode::F64(_)) => "a number with a fraction",
+        OwnedValue::Static(_) => "an integer",
+        OwnedValue::String(_) => "a string",
+        OwnedValue::Array(_) => "an array",
+        OwnedValue::Object(_) => "an object",
+    }
+}

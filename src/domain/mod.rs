@@ -1,0 +1,16 @@
+//! The domain: what airq's data means, independent of HTTP and of storage.
+//!
+//! Request bodies, queries and path segments are parsed here into types that cannot hold invalid
+//! values (`DeviceName`, `DeviceUuid`, `Reading`, ...). Parsing collects every field problem at
+//! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
+
+pub mod credentials;
+pub mod device;
+pub mod field_errors;
+pub mod json_fields;
+pub mod owner;
+
+pub use credentials::{DeviceId, DeviceKey, KeyHash};
+pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
+pub use field_errors::{Code, FieldError, FieldErrors, In};
+pub use owner::OwnerId;

@@ -1,0 +1,28 @@
+//! The owner of devices: the verified `sub` of a bearer token.
+
+use std::fmt;
+
+/// An authenticated owner. Only the auth layer creates one, from a verified token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OwnerId(String);
+
+impl OwnerId {
+    /// Longest `sub` accepted.
+    pub const MAX_LEN: usize = 255;
+
+    /// An owner from a token's `sub`; `None` when it is empty or too long.
+    pub fn parse(sub: &str) -> Option<Self> {
+        (!sub.is_empty() && sub.len() <= Self::MAX_LEN).then(|| Self(sub.to_owned()))
+    }
+
+    /// The identifier as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}

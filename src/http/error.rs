@@ -1,0 +1,227 @@
+//! Every failure of a request, and the one place where it becomes an RFC 9457 problem.
+//!
+//! Client faults get a precise `title`, `detail` and, for 422, the per-field `errors`. Server
+//! faults get an opaque 500 whose detail names only the request id; the log keeps the whole cause
+//! chain under that id.
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::StatusCode;
+use serde::Serialize;
+
+use super::request_id::RequestId;
+use super::Response;
+use crate::auth::{AuthError, JwksError};
+use crate::domain::{FieldError, FieldErrors};
+use crate::store::StoreError;
+
+/// `type` of 422 problems.
+pub const VALIDATION_TYPE: &str = "urn:airq:problem:validation";
+/// `type` of 400 problems.
+pub const MALFORMED_TYPE: &str = "urn:airq:problem:malformed-body";
+/// `type` of every other problem.
+pub const BLANK_TYPE: &str = "about:blank";
+
+/// Which credential a 401 is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// The owner's bearer token.
+    Owner,
+    /// The device's `X-Device-ID` / `X-Device-Key` headers.
+    Device,
+}
+
+/// A failed request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No route has this path.
+    #[error("no route for this path")]
+    RouteNotFound,
+    /// The path exists, the method does not.
+    #[error("method not allowed")]
+    MethodNotAllowed {
+        /// The methods the path accepts, for the `Allow` header.
+        allow: &'static str,
+    },
+    /// Credentials are missing or wrong; the detail says which, never why in cryptographic terms.
+    #[error("unauthorized: {detail}")]
+    Unauthorized {
+        /// Owner token or device key.
+        credential: Credential,
+        /// For the client.
+        detail: &'static str,
+        /// For the log.
+        #[source]
+        cause: Option<AuthError>,
+    },
+    /// Path, query or body values failed validation.
+    #[error("validation failed")]
+    Validation(FieldErrors),
+    /// The body is not declared as JSON.
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    /// The body is larger than the limit.
+    #[error("body too large")]
+    PayloadTooLarge,
+    /// The body is empty or not JSON.
+    #[error("malformed body: {0}")]
+    MalformedBody(String),
+    /// The client stopped sending the body halfway.
+    #[error("reading the body")]
+    BodyRead(#[source] hyper::Error),
+    /// No such resource for this caller.
+    #[error("not found: {0}")]
+    NotFound(&'static str),
+    /// A store failed.
+    #[error("store failure")]
+    Store(#[from] StoreError),
+    /// The identity provider's keys are unavailable.
+    #[error("identity provider unavailable")]
+    IdentityProvider(#[source] JwksError),
+    /// A dependency is not ready (for `/readyz`).
+    #[error("not ready")]
+    NotReady(#[source] StoreError),
+    /// A response could not be rendered.
+    #[error("rendering the response")]
+    Render(#[from] serde_json::Error),
+    /// The handler panicked.
+    #[error("the handler panicked: {0}")]
+    Panic(String),
+}
+
+impl From<FieldErrors> for ApiError {
+    fn from(errors: FieldErrors) -> Self {
+        Self::Validation(errors)
+    }
+}
+
+/// The RFC 9457 body.
+#[derive(Debug, Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    title: &'static str,
+    status: u16,
+    detail: String,
+    instance: &'a str,
+    errors: &'a [FieldError],
+}
+
+impl ApiError {
+    /// The problem response for this error on request `instance` (the path, without query).
+    pub fn into_response(self, instance: &str, request_id: &RequestId) -> Response {
+        let mut headers: Vec<(hyper::header::HeaderName, HeaderValue)> = Vec::new();
+        let no_fields = FieldErrors::new();
+        let mut fields = &no_fields;
+        let (status, kind, title, detail) = match &self {
+            Self::RouteNotFound => (
+                StatusCode::NOT_FOUND,
+                BLANK_TYPE,
+                "Not Found",
+                format!("no resource at {instance}; the API lives under /api/v1, see /api/v1/openapi.json"),
+            ),
+            Self::MethodNotAllowed { allow } => {
+                headers.push((ALLOW, HeaderValue::from_static(allow)));
+                (
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    BLANK_TYPE,
+                    "Method Not Allowed",
+                    format!("{instance} accepts {allow}"),
+                )
+            }
+            Self::Unauthorized {
+                credential, detail, ..
+            } => {
+                let challenge = match credential {
+                    Credential::Owner => "Bearer realm=\"airq\"",
+                    Credential::Device => "DeviceKey realm=\"airq\"",
+                };
+                headers.push((WWW_AUTHENTICATE, HeaderValue::from_static(challenge)));
+                (StatusCode::UNAUTHORIZED, BLANK_TYPE, "Unauthorized", (*detail).to_owned())
+            }
+            Self::Validation(errors) => {
+                fields = errors;
+                let count = errors.as_slice().len();
+                (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    VALIDATION_TYPE,
+                    "Validation Failed",
+                    match count {
+                        1 => "1 value is invalid; see errors".to_owned(),
+                        n => format!("{n} values are invalid; see errors"),
+                    },
+                )
+            }
+            Self::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                BLANK_TYPE,
+                "Unsupported Media Type",
+                "the body must be sent with Content-Type: application/json".to_owned(),
+            ),
+            Self::PayloadTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                BLANK_TYPE,
+                "Content Too Large",
+                format!("the body must not exceed {} bytes", super::body::MAX_BODY),
+            ),
+            Self::MalformedBody(why) => (StatusCode::BAD_REQUEST, MALFORMED_TYPE, "Malformed Body", why.clone()),
+            Self::BodyRead(_) => (
+                StatusCode::BAD_REQUEST,
+                MALFORMED_TYPE,
+                "Malformed Body",
+                "the body could not be read to its end".to_owned(),
+            ),
+            Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
+            Self::NotReady(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                BLANK_TYPE,
+                "Service Unavailable",
+                format!("a store does not answer; request id {request_id}"),
+            ),
+            Self::Store(_) | Self::IdentityProvider(_) | Self::Render(_) | Self::Panic(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                BLANK_TYPE,
+                "Internal Server Error",
+                format!("the request failed on our side; quote request id {request_id} when reporting it"),
+            ),
+        };
+        if status.is_server_error() {
+            tracing::error!(request_id = %request_id, error = %chain(&self), "request failed");
+        } else {
+            tracing::debug!(request_id = %request_id, error = %chain(&self), status = status.as_u16(), "request refused");
+        }
+        let problem = Problem {
+            kind,
+            title,
+            status: status.as_u16(),
+            detail,
+            instance,
+            errors: fields.as_slice(),
+        };
+        let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
+        let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        let response_headers = response.headers_mut();
+        response_headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        for (name, value) in headers {
+            response_headers.insert(name, value);
+        }
+        response
+    }
+}
+
+/// An error and all its causes, `outer: inner: innermost`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

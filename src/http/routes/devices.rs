@@ -1,0 +1,99 @@
+//! The device registry: register, list, show, change, rotate the key, delete.
+
+use hyper::StatusCode;
+
+use crate::domain::{Device, DeviceId, DeviceKey, DevicePatch, DeviceUuid, Registration};
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::http::views::DeviceView;
+use crate::http::{body, credentials, respond, Request, Response};
+
+const NOT_FOUND: &str = "no device with this id";
+
+/// `POST /devices`: registers a device and hands out its first key.
+pub async fn register(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let registration = Registration::parse(&body::json(request).await?)?;
+    let now = state.clock.now();
+    let key = DeviceKey::generate();
+    let device = Device {
+        id: DeviceUuid::generate(),
+        device_id: DeviceId::generate(),
+        owner,
+        name: registration.name,
+        flags: registration.flags,
+        created_at: now,
+        updated_at: now,
+    };
+    state.devices.create(&device, key.hash()).await?;
+    tracing::info!(device = %device.id, owner = %device.owner, "device registered");
+    respond::json(
+        StatusCode::CREATED,
+        &respond::Data {
+            data: DeviceView::with_key(&device, &key),
+        },
+    )
+}
+
+/// `GET /devices`: the owner's devices, oldest first.
+pub async fn list(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let devices = state.devices.list(&owner).await?;
+    respond::data(devices.iter().map(DeviceView::new).collect::<Vec<_>>())
+}
+
+/// `GET /devices/{id}`.
+pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let id = DeviceUuid::parse_path(id)?;
+    let device = state
+        .devices
+        .get(&owner, id)
+        .await?
+        .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    respond::data(DeviceView::new(&device))
+}
+
+/// `PATCH /devices/{id}`: changes the name and flags present in the body.
+pub async fn update(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let id = DeviceUuid::parse_path(id)?;
+    let patch = DevicePatch::parse(&body::json(request).await?)?;
+    let device = state
+        .devices
+        .update(&owner, id, &patch, state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    respond::data(DeviceView::new(&device))
+}
+
+/// `POST /devices/{id}/rotate-key`: a new key; the old one stops working at once.
+pub async fn rotate_key(
+    request: Request,
+    state: &AppState,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let id = DeviceUuid::parse_path(id)?;
+    let key = DeviceKey::generate();
+    let device = state
+        .devices
+        .rotate_key(&owner, id, key.hash(), state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    tracing::info!(device = %device.id, "device key rotated");
+    respond::data(DeviceView::with_key(&device, &key))
+}
+
+/// `DELETE /devices/{id}`: the device and its credentials are gone at once.
+pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let id = DeviceUuid::parse_path(id)?;
+    let device = state
+        .devices
+        .delete(&owner, id)
+        .await?
+        .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    tracing::info!(device = %device.id, "device deleted");
+    Ok(respond::empty(StatusCode::NO_CONTENT))
+}

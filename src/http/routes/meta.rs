@@ -1,0 +1,32 @@
+//! Service endpoints: liveness, readiness, the OpenAPI document.
+
+use bytes::Bytes;
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::http::{respond, Response};
+
+/// The OpenAPI 3.1 document of every route, body, response and problem.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// `GET /healthz`: the process serves requests.
+pub fn health() -> Result<Response, ApiError> {
+    respond::json(StatusCode::OK, &json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: the stores answer.
+pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
+    state.devices.ping().await.map_err(ApiError::NotReady)?;
+    respond::json(StatusCode::OK, &json!({ "status": "ready" }))
+}
+
+/// `GET /api/v1/openapi.json`.
+pub fn openapi() -> Response {
+    respond::with_body(
+        StatusCode::OK,
+        "application/json",
+        Bytes::from_static(OPENAPI.as_bytes()),
+    )
+}

@@ -1,0 +1,113 @@
+//! The accept loop and the per-request wrapper.
+//!
+//! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
+//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection.
+//! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
+//! closed), then returns.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt as _;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tracing::Instrument as _;
+
+use super::error::ApiError;
+use super::request_id::{self, RequestId};
+use super::state::AppState;
+use super::{router, Request, Response};
+
+/// How long in-flight requests get to finish at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// A client must send its request head within this time (slow-loris protection).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Serves `listener` until `shutdown` completes, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = Arc::clone(&state);
+        let service = service_fn(move |request| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(handle(request, &state).await) }
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_READ_TIMEOUT)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("shutting down: draining in-flight requests");
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
+    }
+}
+
+/// One request: id, span, handler, panic capture, problem rendering.
+async fn handle(request: Request, state: &AppState) -> Response {
+    let started = Instant::now();
+    let request_id = RequestId::for_request(request.headers());
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let span = tracing::info_span!("request", id = %request_id, %method, %path);
+    let outcome = AssertUnwindSafe(router::dispatch(request, state).instrument(span.clone()))
+        .catch_unwind()
+        .await;
+    let mut response = match outcome {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => span.in_scope(|| error.into_response(&path, &request_id)),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            span.in_scope(|| ApiError::Panic(message).into_response(&path, &request_id))
+        }
+    };
+    response
+        .headers_mut()
+        .insert(request_id::HEADER, request_id.header_value());
+    span.in_scope(|| {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "answered"
+        );
+    });
+    response
+}

@@ -1,0 +1,32 @@
+//! airq: the backend for fleets of air-quality sensors.
+//!
+//! Owners register devices and receive per-device credentials; devices upload readings; owners
+//! read current and historical air quality; public devices feed a community map. The interface is
+//! fixed by `shared/spec/air-quality-api.md`, the open semantics by `shared/DESIGN.md`.
+//!
+//! A request travels `http` (routing, problems, body and credential extraction) → `domain`
+//! (parsing into types whose invalid states cannot be represented) → `store` (the only place that
+//! speaks SQL). `auth` verifies owner tokens; `app` wires the pieces and owns their lifetimes.
+//!
+//! What the crate guarantees:
+//! - every non-2xx response is an RFC 9457 problem, rendered in exactly one place
+//!   ([`http::error::ApiError`]);
+//! - a device key is never stored, logged or returned after the response that issued it; only its
+//!   blake3 hash is kept and compared in constant time;
+//! - time comes from an injectable [`clock::Clock`], so time-dependent rules are testable.
+
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
+#![deny(clippy::unwrap_used)]
+
+pub mod app;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod store;
+pub mod telemetry;
+
+pub use app::Application;
+pub use config::Config;

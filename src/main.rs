@@ -1,0 +1,74 @@
+//! The `airq` binary: `airq serve` (the default) and `airq token OWNER`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser as _;
+
+use airq::auth::LocalIssuer;
+use airq::clock::SystemClock;
+use airq::config::{Cli, Command, Config, ServeArgs, TokenArgs};
+use airq::Application;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Some(Command::Token(args)) => token(&args),
+        Some(Command::Serve(args)) => serve(args),
+        None => serve(cli.serve),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let mut message = format!("airq: {error}");
+            let mut source = error.source();
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("{message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints a token, alone on stdout, so `TOKEN=$(airq token alice)` works.
+fn token(args: &TokenArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let issuer = LocalIssuer::open(&args.data_dir)?;
+    println!("{}", issuer.mint(&args.owner, args.ttl)?);
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    airq::telemetry::init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let app = Application::build(Config::from(args), Arc::new(SystemClock)).await?;
+        app.run_until(shutdown_signal()).await;
+        Ok(())
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}

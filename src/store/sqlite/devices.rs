@@ -1,0 +1,291 @@
+//! [`DeviceStore`] on the embedded database.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension, Row};
+use uuid::Uuid;
+
+use super::{from_micros, to_micros, Sqlite};
+use crate::domain::{
+    Device, DeviceFlags, DeviceId, DeviceName, DevicePatch, DeviceUuid, KeyHash, OwnerId,
+};
+use crate::store::{DeviceCredentials, DeviceStore, StoreError};
+
+const COLUMNS: &str =
+    "id, device_id, owner, name, is_public, is_location_public, is_outdoor, created_at, updated_at";
+
+/// Devices in the embedded database.
+#[derive(Debug, Clone)]
+pub struct SqliteDevices {
+    db: Arc<Sqlite>,
+}
+
+impl SqliteDevices {
+    /// Devices stored in `db`.
+    pub fn new(db: Arc<Sqlite>) -> Self {
+        Self { db }
+    }
+}
+
+/// The raw columns of a device row, converted outside rusqlite's error type.
+struct DeviceRow {
+    id: String,
+    device_id: String,
+    owner: String,
+    name: String,
+    is_public: bool,
+    is_location_public: bool,
+    is_outdoor: bool,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl DeviceRow {
+    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            device_id: row.get(1)?,
+            owner: row.get(2)?,
+            name: row.get(3)?,
+            is_public: row.get(4)?,
+            is_location_public: row.get(5)?,
+            is_outdoor: row.get(6)?,
+            created_at: row.get(7)?,
+            updated_at: row.get(8)?,
+        })
+    }
+
+    fn into_device(self) -> Result<Device, StoreError> {
+        Ok(Device {
+            id: parse_uuid(&self.id)?,
+            device_id: DeviceId::parse(&self.device_id)
+                .ok_or_else(|| StoreError::Corrupt(format!("device_id {:?}", self.device_id)))?,
+            owner: OwnerId::parse(&self.owner)
+                .ok_or_else(|| StoreError::Corrupt(format!("owner of device {}", self.id)))?,
+            name: DeviceName::from_stored(self.name),
+            flags: DeviceFlags {
+                is_public: self.is_public,
+                is_location_public: self.is_location_public,
+                is_outdoor: self.is_outdoor,
+            },
+            created_at: from_micros(self.created_at)?,
+            updated_at: from_micros(self.updated_at)?,
+        })
+    }
+}
+
+fn parse_uuid(text: &str) -> Result<DeviceUuid, StoreError> {
+    Uuid::try_parse(text)
+        .map(DeviceUuid::from_uuid)
+        .map_err(|_| StoreError::Corrupt(format!("device id {text:?}")))
+}
+
+fn select_one(
+    connection: &rusqlite::Connection,
+    owner: &str,
+    id: &str,
+) -> Result<Option<Device>, StoreError> {
+    connection
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM devices WHERE id = ?1 AND owner = ?2"
+        ))?
+        .query_row(params![id, owner], DeviceRow::read)
+        .optional()?
+        .map(DeviceRow::into_device)
+        .transpose()
+}
+
+#[async_trait]
+impl DeviceStore for SqliteDevices {
+    async fn create(&self, device: &Device, key_hash: KeyHash) -> Result<(), StoreError> {
+        let device = device.clone();
+        self.db
+            .write(move |connection| {
+                connection
+                    .prepare_cached(&format!(
+                        "INSERT INTO devices ({COLUMNS}, key_hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                    ))?
+                    .execute(params![
+                        device.id.to_string(),
+                        device.device_id.as_str(),
+                        device.owner.as_str(),
+                        device.name.as_str(),
+                        device.flags.is_public,
+                        device.flags.is_location_public,
+                        device.flags.is_outdoor,
+                        to_micros(device.created_at),
+                        to_micros(device.updated_at),
+                        key_hash.as_bytes().as_slice(),
+                    ])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn list(&self, owner: &OwnerId) -> Result<Vec<Device>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        self.db
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM devices WHERE owner = ?1 ORDER BY created_at, id"
+                ))?;
+                let rows = statement.query_map([owner], DeviceRow::read)?;
+                rows.map(|row| {
+                    row.map_err(StoreError::from)
+                        .and_then(DeviceRow::into_device)
+                })
+                .collect()
+            })
+            .await
+    }
+
+    async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        self.db
+            .read(move |connection| select_one(connection, &owner, &id.to_string()))
+            .await
+    }
+
+    async fn find(&self, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        self.db
+            .read(move |connection| {
+                connection
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM devices WHERE id = ?1"))?
+                    .query_row([id.to_string()], DeviceRow::read)
+                    .optional()?
+                    .map(DeviceRow::into_device)
+                    .transpose()
+            })
+            .await
+    }
+
+    async fn update(
+        &self,
+        owner: &OwnerId,
+        id: DeviceUuid,
+        patch: &DevicePatch,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        let patch = patch.clone();
+        self.db
+            .write(move |connection| {
+                let transaction = connection.transaction()?;
+                let id = id.to_string();
+                let Some(current) = select_one(&transaction, &owner, &id)? else {
+                    return Ok(None);
+                };
+                if patch.is_empty() {
+                    return Ok(Some(current));
+                }
+                let flags = patch.apply_to(current.flags);
+                let name = patch.name.as_ref().unwrap_or(&current.name);
+                transaction
+                    .prepare_cached(
+                        "UPDATE devices SET name = ?1, is_public = ?2, is_location_public = ?3, \
+                         is_outdoor = ?4, updated_at = ?5 WHERE id = ?6",
+                    )?
+                    .execute(params![
+                        name.as_str(),
+                        flags.is_public,
+                        flags.is_location_public,
+                        flags.is_outdoor,
+                        to_micros(now),
+                        id,
+                    ])?;
+                let updated = select_one(&transaction, &owner, &id)?;
+                transaction.commit()?;
+                Ok(updated)
+            })
+            .await
+    }
+
+    async fn rotate_key(
+        &self,
+        owner: &OwnerId,
+        id: DeviceUuid,
+        key_hash: KeyHash,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        self.db
+            .write(move |connection| {
+                let transaction = connection.transaction()?;
+                let id = id.to_string();
+                let changed = transaction
+                    .prepare_cached(
+                        "UPDATE devices SET key_hash = ?1, updated_at = ?2 WHERE id = ?3 AND owner = ?4",
+                    )?
+                    .execute(params![key_hash.as_bytes().as_slice(), to_micros(now), id, owner])?;
+                if changed == 0 {
+                    return Ok(None);
+                }
+                let rotated = select_one(&transaction, &owner, &id)?;
+                transaction.commit()?;
+                Ok(rotated)
+            })
+            .await
+    }
+
+    async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        self.db
+            .write(move |connection| {
+                let transaction = connection.transaction()?;
+                let id = id.to_string();
+                let Some(device) = select_one(&transaction, &owner, &id)? else {
+                    return Ok(None);
+                };
+                transaction
+                    .prepare_cached("DELETE FROM devices WHERE id = ?1")?
+                    .execute([&id])?;
+                transaction.commit()?;
+                Ok(Some(device))
+            })
+            .await
+    }
+
+    async fn credentials(
+        &self,
+        device_id: &DeviceId,
+    ) -> Result<Option<DeviceCredentials>, StoreError> {
+        let device_id = device_id.as_str().to_owned();
+        self.db
+            .read(move |connection| {
+                let row = connection
+                    .prepare_cached("SELECT id, owner, key_hash FROM devices WHERE device_id = ?1")?
+                    .query_row([device_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, Vec<u8>>(2)?,
+                        ))
+                    })
+                    .optional()?;
+                let Some((id, owner, hash)) = row else {
+                    return Ok(None);
+                };
+                let hash: [u8; 32] = hash
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt(format!("key hash of device {id}")))?;
+                Ok(Some(DeviceCredentials {
+                    id: parse_uuid(&id)?,
+                    owner: OwnerId::parse(&owner)
+                        .ok_or_else(|| StoreError::Corrupt(format!("owner of device {id}")))?,
+                    key_hash: KeyHash::from_bytes(hash),
+                }))
+            })
+            .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.db
+            .read(
+                |connection| Ok(connection.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?),
+            )
+            .await
+            .map(drop)
+    }
+}

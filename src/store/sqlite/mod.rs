@@ -1,0 +1,124 @@
+//! The embedded store: one SQLite file in the data directory holds devices and readings.
+//!
+//! The file runs in WAL mode with `synchronous = FULL`, so a committed transaction survives a
+//! crash or a power loss: the batch writer acknowledges an upload only after its commit. There is
+//! one writer connection (SQLite allows one writer at a time anyway, and a single connection means
+//! our own writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
+//! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
+
+mod devices;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+pub use devices::SqliteDevices;
+
+/// The schema, applied in order at every start; each statement is idempotent.
+const SCHEMA: &[&str] = &[include_str!("../../../schema/sqlite/001_devices.sql")];
+
+/// Readers kept open for reuse; more may exist briefly under load.
+const IDLE_READERS: usize = 8;
+
+/// The embedded database: a writer connection and a pool of reader connections.
+#[derive(Debug)]
+pub struct Sqlite {
+    path: PathBuf,
+    busy_timeout: Duration,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Sqlite {
+    /// The database file's name inside the data directory.
+    pub const FILE: &'static str = "airq.db";
+
+    /// Opens (creating when missing) the database in `data_dir` and applies the schema.
+    pub fn open(data_dir: &Path, busy_timeout: Duration) -> Result<Arc<Self>, StoreError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        let path = data_dir.join(Self::FILE);
+        let writer = connect(&path, busy_timeout)?;
+        for script in SCHEMA {
+            writer.execute_batch(script)?;
+        }
+        Ok(Arc::new(Self {
+            path,
+            busy_timeout,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// Runs `work` on a reader connection, on the blocking pool.
+    pub async fn read<T, F>(self: &Arc<Self>, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let reused = lock(&this.readers).pop();
+            let connection = match reused {
+                Some(connection) => connection,
+                None => connect(&this.path, this.busy_timeout)?,
+            };
+            let result = work(&connection);
+            let mut idle = lock(&this.readers);
+            if idle.len() < IDLE_READERS {
+                idle.push(connection);
+            }
+            result
+        })
+        .await?
+    }
+
+    /// Runs `work` on the writer connection, on the blocking pool.
+    pub async fn write<T, F>(self: &Arc<Self>, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.write_blocking(work)).await?
+    }
+
+    /// Runs `work` on the writer connection in the calling thread (for the batch writer's thread).
+    pub fn write_blocking<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        work(&mut lock(&self.writer))
+    }
+}
+
+fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let connection = Connection::open(path)?;
+    connection.busy_timeout(busy_timeout)?;
+    connection.pragma_update(None, "journal_mode", "WAL")?;
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(connection)
+}
+
+/// A poisoned lock only means another query panicked; the connection itself is still sound.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Microseconds since the epoch, as stored.
+pub(crate) fn to_micros(at: chrono::DateTime<chrono::Utc>) -> i64 {
+    at.timestamp_micros()
+}
+
+/// An instant from stored microseconds.
+pub(crate) fn from_micros(micros: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .ok_or_else(|| StoreError::Corrupt(format!("timestamp {micros} is out of range")))
+}
