@@ -47,6 +47,9 @@ pub enum JwksError {
     /// A refetch was wanted, but the last fetch is too recent.
     #[error("keys were fetched less than {REFETCH_INTERVAL:?} ago")]
     TooSoon,
+    /// The last fetch failed, and it is too soon to try again.
+    #[error("the last fetch of the JWKS document, less than {REFETCH_INTERVAL:?} ago, failed")]
+    LastFetchFailed,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +70,8 @@ struct Keys {
     /// The document's only key, for tokens without `kid` (single-key providers).
     only: Option<Entry>,
     fetched_at: Option<Instant>,
+    /// Whether the last fetch failed (then an unknown `kid` is our problem, not the client's).
+    failed: bool,
 }
 
 /// The identity provider's keys, cached.
@@ -113,13 +118,25 @@ impl JwksKeys {
         if let Some(entry) = self.lookup(kid) {
             return Ok((entry.key, entry.algorithm));
         }
-        match self.refresh().await {
-            Ok(()) | Err(JwksError::TooSoon) => {}
-            Err(error) => return Err(error.into()),
+        let refreshed = self.refresh().await;
+        if let Some(entry) = self.lookup(kid) {
+            return Ok((entry.key, entry.algorithm));
         }
-        self.lookup(kid)
-            .map(|entry| (entry.key, entry.algorithm))
-            .ok_or(super::AuthError::UnknownKey)
+        match refreshed {
+            Ok(()) => Err(super::AuthError::UnknownKey),
+            Err(JwksError::TooSoon) if !self.last_fetch_failed() => {
+                Err(super::AuthError::UnknownKey)
+            }
+            Err(JwksError::TooSoon) => Err(JwksError::LastFetchFailed.into()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    fn last_fetch_failed(&self) -> bool {
+        self.keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .failed
     }
 
     fn lookup(&self, kid: Option<&str>) -> Option<Entry> {
@@ -150,6 +167,7 @@ impl JwksKeys {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         keys.fetched_at = Some(Instant::now());
+        keys.failed = fetched.is_err();
         let entries = fetched?;
         keys.only = match entries.as_slice() {
             [(_, entry)] => Some(entry.clone()),

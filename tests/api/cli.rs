@@ -1,0 +1,278 @@
+//! `airq token OWNER`: a bearer token from the data dir's local issuer, alone on stdout.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::common::TestApp;
+
+/// `airq ARGS` with no `AIRQ_*` variable inherited, run in `cwd`.
+fn airq(cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airq"));
+    command.args(args).current_dir(cwd);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("AIRQ_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+fn run(mut command: Command) -> Output {
+    command.output().expect("airq runs")
+}
+
+/// The token of a successful run: stdout must be exactly one line holding a JWT.
+fn token_of(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "airq token failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout.clone()).expect("utf-8 stdout");
+    let token = stdout
+        .strip_suffix('\n')
+        .expect("stdout ends with a newline");
+    assert!(!token.contains('\n'), "exactly one line: {stdout:?}");
+    assert_eq!(token.trim(), token, "nothing but the token: {stdout:?}");
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token:?}");
+    token.to_owned()
+}
+
+/// A token's claims, decoded without verifying.
+fn payload(token: &str) -> Value {
+    let part = token.split('.').nth(1).expect("payload part");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).expect("base64url")).expect("json")
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs()
+        .try_into()
+        .expect("fits")
+}
+
+/// `GET /devices` with `token`.
+async fn list_status(app: &TestApp, token: &str) -> u16 {
+    app.client
+        .get(app.url("/devices"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request sent")
+        .status()
+        .as_u16()
+}
+
+#[test]
+fn token_prints_exactly_one_line_holding_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let output = run(airq(
+        dir.path(),
+        &["token", "alice", "--data-dir", data_dir.to_str().unwrap()],
+    ));
+    let token = token_of(&output);
+    let claims = payload(&token);
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["iss"], "airq-local");
+    assert!(claims["exp"].as_i64().unwrap() > now());
+}
+
+#[test]
+fn token_defaults_to_a_30_day_lifetime() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(airq(
+        dir.path(),
+        &["token", "alice", "--data-dir", dir.path().to_str().unwrap()],
+    ));
+    let claims = payload(&token_of(&output));
+    let (iat, exp) = (
+        claims["iat"].as_i64().unwrap(),
+        claims["exp"].as_i64().unwrap(),
+    );
+    assert_eq!(exp - iat, 30 * 86_400);
+}
+
+#[cfg(unix)]
+#[test]
+fn token_creates_the_secret_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("fresh");
+    let output = run(airq(
+        dir.path(),
+        &["token", "alice", "--data-dir", data_dir.to_str().unwrap()],
+    ));
+    token_of(&output);
+    let secret = data_dir.join("owner-token.secret");
+    let metadata = std::fs::metadata(&secret).expect("secret file created");
+    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
+    assert_eq!(metadata.len(), 32);
+}
+
+#[test]
+fn token_reuses_the_secret_of_the_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_str().unwrap();
+    token_of(&run(airq(
+        dir.path(),
+        &["token", "alice", "--data-dir", data_dir],
+    )));
+    let secret = std::fs::read(dir.path().join("owner-token.secret")).unwrap();
+    token_of(&run(airq(
+        dir.path(),
+        &["token", "bob", "--data-dir", data_dir],
+    )));
+    assert_eq!(
+        std::fs::read(dir.path().join("owner-token.secret")).unwrap(),
+        secret,
+        "a second run keeps the secret"
+    );
+}
+
+#[tokio::test]
+async fn a_cli_token_authenticates_against_a_server_on_the_same_data_dir() {
+    let app = TestApp::spawn().await;
+    app.register_named("alice", "Kitchen").await;
+    let output = run(airq(
+        app.data_dir.path(),
+        &[
+            "token",
+            "alice",
+            "--data-dir",
+            app.data_dir.path().to_str().unwrap(),
+        ],
+    ));
+    let token = token_of(&output);
+    let response = app
+        .client
+        .get(app.url("/devices"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["data"][0]["name"], "Kitchen",
+        "the token speaks for alice"
+    );
+}
+
+#[tokio::test]
+async fn a_cli_token_of_another_data_dir_is_refused() {
+    let app = TestApp::spawn().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = run(airq(
+        elsewhere.path(),
+        &[
+            "token",
+            "alice",
+            "--data-dir",
+            elsewhere.path().to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(list_status(&app, &token_of(&output)).await, 401);
+}
+
+#[test]
+fn ttl_90m_sets_exp_90_minutes_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = now();
+    let output = run(airq(
+        dir.path(),
+        &[
+            "token",
+            "alice",
+            "--ttl",
+            "90m",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+        ],
+    ));
+    let after = now();
+    let claims = payload(&token_of(&output));
+    let (iat, exp) = (
+        claims["iat"].as_i64().unwrap(),
+        claims["exp"].as_i64().unwrap(),
+    );
+    assert_eq!(exp - iat, 5_400);
+    assert!(
+        (before + 5_400..=after + 5_400).contains(&exp),
+        "exp {exp} is not now + 5400 s (now in {before}..={after})"
+    );
+}
+
+#[test]
+fn an_invalid_ttl_fails_with_a_message_on_stderr_and_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    for ttl in ["3w", "0s", "soon", "-5m", ""] {
+        let output = run(airq(
+            dir.path(),
+            &[
+                "token",
+                "alice",
+                &format!("--ttl={ttl}"),
+                "--data-dir",
+                data_dir.to_str().unwrap(),
+            ],
+        ));
+        assert!(!output.status.success(), "--ttl {ttl} accepted");
+        assert!(
+            output.stdout.is_empty(),
+            "stdout for --ttl {ttl}: {output:?}"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("ttl"), "stderr names the flag: {stderr}");
+    }
+    assert!(
+        !data_dir.join("owner-token.secret").exists(),
+        "nothing is created for a refused command"
+    );
+}
+
+#[test]
+fn an_owner_is_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(airq(
+        dir.path(),
+        &["token", "--data-dir", dir.path().to_str().unwrap()],
+    ));
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    assert!(!output.stderr.is_empty());
+}
+
+#[tokio::test]
+async fn airq_data_dir_selects_the_data_dir_without_the_flag() {
+    let app = TestApp::spawn().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let mut command = airq(cwd.path(), &["token", "alice"]);
+    command.env("AIRQ_DATA_DIR", app.data_dir.path());
+    let token = token_of(&run(command));
+    assert_eq!(list_status(&app, &token).await, 200);
+    assert!(
+        !cwd.path().join("airq-data").exists(),
+        "the default data dir is not used"
+    );
+}
+
+#[test]
+fn without_flag_or_variable_the_data_dir_is_airq_data_in_the_working_directory() {
+    let cwd = tempfile::tempdir().unwrap();
+    token_of(&run(airq(cwd.path(), &["token", "alice"])));
+    assert!(cwd
+        .path()
+        .join("airq-data")
+        .join("owner-token.secret")
+        .is_file());
+}
