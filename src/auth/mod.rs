@@ -11,6 +11,7 @@
 //! are refused; configured `iss` and `aud` are enforced. Tokens are never logged, and only the
 //! `Authorization` header is read: credentials in the query string are ignored.
 
+pub mod device_keys;
 pub mod jwks;
 pub mod local;
 
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use crate::config::OwnerAuth;
 use crate::domain::OwnerId;
 
+pub use device_keys::{DeviceAuthError, DeviceKeys};
 pub use jwks::{JwksError, JwksKeys};
 pub use local::LocalIssuer;
 
@@ -140,14 +142,23 @@ impl Authenticator {
 /// Rules for one algorithm: `exp` and `sub` required, `iss`/`aud` when configured.
 fn validation(algorithm: Algorithm, issuer: Option<&str>, audience: Option<&str>) -> Validation {
     let mut validation = Validation::new(algorithm);
-    validation.set_required_spec_claims(&["exp", "sub"]);
+    // jsonwebtoken checks `iss` and `aud` only when the token carries them: a configured one must
+    // also be required, or a token without it would pass.
+    let mut required = vec!["exp", "sub"];
     match issuer {
-        Some(issuer) => validation.set_issuer(&[issuer]),
+        Some(issuer) => {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
         None => validation.iss = None,
     }
     match audience {
-        Some(audience) => validation.set_audience(&[audience]),
+        Some(audience) => {
+            validation.set_audience(&[audience]);
+            required.push("aud");
+        }
         None => validation.validate_aud = false,
     }
+    validation.set_required_spec_claims(&required);
     validation
 }
