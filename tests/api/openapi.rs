@@ -1,0 +1,277 @@
+//! The OpenAPI document: served as OpenAPI 3.1, internally consistent, and in step with the
+//! router (every route documented, every documented route served).
+
+use std::collections::BTreeSet;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::common::TestApp;
+
+/// Every route of the server, as `(method, path template)` in the document's terms: relative to
+/// `/api/v1`, except the service routes at the root.
+const ROUTES: &[(&str, &str)] = &[
+    // service
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/openapi.json"),
+    // devices
+    ("POST", "/devices"),
+    ("GET", "/devices"),
+    ("GET", "/devices/{id}"),
+    ("PATCH", "/devices/{id}"),
+    ("DELETE", "/devices/{id}"),
+    ("POST", "/devices/{id}/rotate-key"),
+    // readings
+    ("POST", "/data"),
+    // air quality
+    ("GET", "/air-quality/current"),
+    ("GET", "/devices/{id}/current"),
+    ("GET", "/air-quality/historical"),
+    ("GET", "/devices/{id}/historical"),
+    ("GET", "/air-quality/custom"),
+    // public
+    ("GET", "/public/devices/{id}"),
+    ("GET", "/public/devices/{id}/current"),
+    ("GET", "/public/devices/{id}/historical"),
+    ("GET", "/public/map/devices"),
+];
+
+/// The keys of a path item that are operations.
+const METHODS: &[&str] = &[
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+
+/// Fetches and parses the served document.
+async fn document(app: &TestApp) -> Value {
+    let response = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 200, "the document is served");
+    response.json().await.expect("the document is JSON")
+}
+
+/// Every `(METHOD, path template)` of the document.
+fn operations(doc: &Value) -> Vec<(String, String)> {
+    let paths = doc["paths"].as_object().expect("paths is an object");
+    let mut operations = Vec::new();
+    for (path, item) in paths {
+        let item = item.as_object().expect("a path item is an object");
+        for method in METHODS {
+            if item.contains_key(*method) {
+                operations.push((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    operations
+}
+
+/// Follows a local `$ref` (`#/...`) to the node it names.
+fn resolve<'a>(doc: &'a Value, reference: &str) -> Option<&'a Value> {
+    doc.pointer(reference.strip_prefix('#')?)
+}
+
+/// The node itself, or the node its `$ref` names.
+fn dereference<'a>(doc: &'a Value, node: &'a Value) -> &'a Value {
+    match node.get("$ref").and_then(Value::as_str) {
+        Some(reference) => {
+            resolve(doc, reference).unwrap_or_else(|| panic!("`{reference}` does not resolve"))
+        }
+        None => node,
+    }
+}
+
+/// Every `$ref` value in the tree, with the JSON pointer of the object holding it.
+fn references(node: &Value, at: &str, found: &mut Vec<(String, String)>) {
+    match node {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if key == "$ref" {
+                    if let Some(reference) = value.as_str() {
+                        found.push((at.to_owned(), reference.to_owned()));
+                    }
+                }
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                references(value, &format!("{at}/{escaped}"), found);
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                references(item, &format!("{at}/{index}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The absolute URL of a documented path: the path item's `servers` override when it has one,
+/// else the document's first server.
+fn url_of(app: &TestApp, doc: &Value, path: &str) -> String {
+    let server = doc["paths"][path]["servers"][0]["url"]
+        .as_str()
+        .or_else(|| doc["servers"][0]["url"].as_str())
+        .expect("a server url");
+    format!(
+        "{}{}{}",
+        app.base,
+        server.trim_end_matches('/'),
+        path.replace("{id}", &uuid::Uuid::new_v4().to_string())
+    )
+}
+
+#[tokio::test]
+async fn the_openapi_document_is_served_as_openapi_3_1() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .expect("content type")
+        .to_owned();
+    assert!(
+        content_type.starts_with("application/json"),
+        "content type {content_type}"
+    );
+    assert!(
+        response.headers().contains_key("x-request-id"),
+        "request id header"
+    );
+    let doc: Value = response.json().await.expect("the document is JSON");
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["title"], "airq");
+    assert_eq!(doc["info"]["version"], "1.0.0");
+    assert_eq!(doc["servers"][0]["url"], "/api/v1");
+    for scheme in ["ownerToken", "deviceId", "deviceKey"] {
+        assert!(
+            doc["components"]["securitySchemes"][scheme].is_object(),
+            "security scheme {scheme}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_reference_in_the_openapi_document_resolves() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let mut found = Vec::new();
+    references(&doc, "", &mut found);
+    assert!(!found.is_empty(), "the document uses $ref");
+    let broken: Vec<String> = found
+        .iter()
+        .filter(|(_, reference)| {
+            !reference.starts_with("#/components/")
+                || !resolve(&doc, reference).is_some_and(Value::is_object)
+        })
+        .map(|(at, reference)| format!("{at}: {reference}"))
+        .collect();
+    assert!(broken.is_empty(), "unresolved references: {broken:#?}");
+}
+
+#[tokio::test]
+async fn every_route_of_the_server_is_documented_and_every_documented_route_exists() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let documented: BTreeSet<(String, String)> = operations(&doc).into_iter().collect();
+    let known: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+        .collect();
+    let undocumented: Vec<_> = known.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "routes missing from the document: {undocumented:?}"
+    );
+    let unknown: Vec<_> = documented.difference(&known).collect();
+    assert!(
+        unknown.is_empty(),
+        "documented operations not in this test's route list: {unknown:?}"
+    );
+
+    let mut unserved = Vec::new();
+    for (method, path) in &documented {
+        let url = url_of(&app, &doc, path);
+        let method = Method::from_bytes(method.as_bytes()).expect("method");
+        let response = app
+            .client
+            .request(method.clone(), &url)
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let no_route = status == 404
+            && body["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.starts_with("no resource at"));
+        if no_route || status == 405 {
+            unserved.push(format!("{method} {path} ({url}) → {status}"));
+        }
+    }
+    assert!(
+        unserved.is_empty(),
+        "documented routes the server does not serve: {unserved:#?}"
+    );
+}
+
+#[tokio::test]
+async fn every_operation_documents_its_problem_responses() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let problem_ref = "#/components/schemas/Problem";
+    assert!(
+        resolve(&doc, problem_ref).is_some(),
+        "the Problem schema exists"
+    );
+    let mut faults = Vec::new();
+    for (method, path) in operations(&doc) {
+        let operation = &doc["paths"][&path][method.to_lowercase()];
+        let at = format!("{method} {path}");
+        let responses = operation["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{at} has responses"));
+        assert!(
+            responses.keys().any(|status| status.starts_with('2')),
+            "{at} documents a success"
+        );
+        let secured = operation["security"]
+            .as_array()
+            .is_some_and(|requirements| !requirements.is_empty());
+        if secured && !responses.contains_key("401") {
+            faults.push(format!("{at}: a secured operation without 401"));
+        }
+        for (status, response) in responses {
+            let response = dereference(&doc, response);
+            if response["headers"]["X-Request-Id"].is_null() {
+                faults.push(format!("{at} {status}: no X-Request-Id header"));
+            }
+            if status.starts_with('2') {
+                continue;
+            }
+            if status.starts_with('3') {
+                // 304 Not Modified: no body, so no problem either.
+                if response.get("content").is_some() {
+                    faults.push(format!("{at} {status}: a redirection with a body"));
+                }
+                continue;
+            }
+            let schema = &response["content"]["application/problem+json"]["schema"];
+            if schema["$ref"] != problem_ref {
+                faults.push(format!(
+                    "{at} {status}: not an application/problem+json Problem"
+                ));
+            }
+            if status == "401" && response["headers"]["WWW-Authenticate"].is_null() {
+                faults.push(format!("{at} 401: no WWW-Authenticate header"));
+            }
+        }
+    }
+    assert!(faults.is_empty(), "{faults:#?}");
+}
