@@ -1,8 +1,9 @@
 //! Wiring: configuration in, a bound server out, and the lifetimes of everything in between.
 //!
-//! [`Application::build`] opens the stores, the authenticator and the listener, so a process that
-//! cannot serve fails before it claims to. [`Application::run_until`] serves until the given
-//! future completes, then drains in-flight requests before returning.
+//! [`Application::build`] opens the stores, the authenticator, the batch writer and the listener,
+//! so a process that cannot serve fails before it claims to. [`Application::run_until`] serves
+//! until the given future completes, then shuts down in order: stop accepting, let in-flight
+//! requests finish, then let the batch writer commit everything it accepted, then return.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,12 +12,14 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::local::LocalIssuerError;
-use crate::auth::{Authenticator, JwksError, LocalIssuer};
+use crate::auth::{Authenticator, DeviceKeys, JwksError, LocalIssuer};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::http::public::map_cache;
 use crate::http::{server, AppState};
-use crate::store::sqlite::{Sqlite, SqliteDevices};
-use crate::store::StoreError;
+use crate::store::batch_writer::{BatchWriter, WriterGuard};
+use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
+use crate::store::{DeviceStore, StoreError};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +42,9 @@ pub enum StartError {
     /// The identity provider configuration is unusable.
     #[error("configuring the identity provider")]
     Jwks(#[from] JwksError),
+    /// The batch writer thread could not be started.
+    #[error("starting the batch writer")]
+    Writer(#[source] std::io::Error),
 }
 
 /// A server that is bound and ready to run.
@@ -47,6 +53,7 @@ pub struct Application {
     listener: TcpListener,
     address: SocketAddr,
     state: Arc<AppState>,
+    writer: WriterGuard,
 }
 
 impl Application {
@@ -63,9 +70,18 @@ impl Application {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
         let db = Sqlite::open(&config.data_dir, config.sqlite_busy_timeout)?;
+        let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(Arc::clone(&db)));
+        let sink = SqliteReadingSink::open(Arc::clone(&db))?;
+        let (batch_writer, writer) =
+            BatchWriter::start(Box::new(sink), config.batch).map_err(StartError::Writer)?;
         let state = Arc::new(AppState {
             auth,
-            devices: Arc::new(SqliteDevices::new(db)),
+            device_keys: DeviceKeys::new(Arc::clone(&devices)),
+            devices,
+            readings: Arc::new(SqliteReadings::new(db)),
+            writer: batch_writer,
+            map: map_cache(config.map_cache_ttl),
+            map_ttl: config.map_cache_ttl,
             clock,
         });
         let listener =
@@ -83,6 +99,7 @@ impl Application {
             listener,
             address,
             state,
+            writer,
         })
     }
 
@@ -91,10 +108,13 @@ impl Application {
         self.address
     }
 
-    /// Serves until `shutdown` completes, then drains in-flight requests.
+    /// Serves until `shutdown` completes, then drains in-flight requests and the batch writer.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
         tracing::info!(address = %self.address, "airq listening");
+        // `serve` drops the last handle to the state, and with it the batch writer's queue, once
+        // every connection is done; the writer then commits what it holds and stops.
         server::serve(self.listener, self.state, shutdown).await;
+        self.writer.join().await;
         tracing::info!("airq stopped");
     }
 }

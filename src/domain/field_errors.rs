@@ -114,3 +114,23 @@ impl FieldErrors {
         }
     }
 }
+
+/// Both values, or the problems of both: path and query faults are reported together.
+pub fn both<A, B>(
+    a: Result<A, FieldErrors>,
+    b: Result<B, FieldErrors>,
+) -> Result<(A, B), FieldErrors> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (a, b) => {
+            let mut errors = FieldErrors::new();
+            if let Err(more) = a {
+                errors.extend(more);
+            }
+            if let Err(more) = b {
+                errors.extend(more);
+            }
+            Err(errors)
+        }
+    }
+}

@@ -9,8 +9,14 @@ pub mod device;
 pub mod field_errors;
 pub mod json_fields;
 pub mod owner;
+pub mod reading;
+pub mod snapshot;
+pub mod timeline;
 
 pub use credentials::{DeviceId, DeviceKey, KeyHash};
 pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use owner::OwnerId;
+pub use reading::{Location, Metrics, Reading, ReadingId, StoredReading};
+pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Means, Snapshot, Status};
+pub use timeline::{BucketPlan, CustomQuery, HistoricalQuery, QueryParams, Timeline};

@@ -1,4 +1,4 @@
-//! Credentials of a request: the owner's bearer token.
+//! Credentials of a request: the owner's bearer token, or a device's id and key.
 //!
 //! Only headers are read. A token in the query string is never looked at, so it cannot end up
 //! authenticating anything (and we never encourage putting it in URLs, which land in logs).
@@ -8,7 +8,8 @@ use hyper::header::AUTHORIZATION;
 use super::error::{ApiError, Credential};
 use super::state::AppState;
 use super::Request;
-use crate::auth::AuthError;
+use crate::auth::device_keys::AuthenticatedDevice;
+use crate::auth::{AuthError, DeviceAuthError};
 use crate::domain::OwnerId;
 
 /// The owner the request's bearer token speaks for.
@@ -37,5 +38,38 @@ pub async fn owner(request: &Request, state: &AppState) -> Result<OwnerId, ApiEr
         .map_err(|error| match error {
             AuthError::KeysUnavailable(cause) => ApiError::IdentityProvider(cause),
             other => refuse("the bearer token is invalid or expired", Some(other)),
+        })
+}
+
+/// The device header holding the public device id.
+pub const DEVICE_ID: &str = "x-device-id";
+/// The device header holding the secret key.
+pub const DEVICE_KEY: &str = "x-device-key";
+
+/// The device whose `X-Device-ID` / `X-Device-Key` the request carries.
+pub async fn device(request: &Request, state: &AppState) -> Result<AuthenticatedDevice, ApiError> {
+    let refuse = |detail: &'static str| ApiError::Unauthorized {
+        credential: Credential::Device,
+        detail,
+        cause: None,
+    };
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let (Some(device_id), Some(key)) = (header(DEVICE_ID), header(DEVICE_KEY)) else {
+        return Err(refuse(
+            "the X-Device-ID and X-Device-Key headers are required",
+        ));
+    };
+    state
+        .device_keys
+        .authenticate(device_id, key)
+        .await
+        .map_err(|error| match error {
+            DeviceAuthError::Refused => refuse("unknown device or wrong device key"),
+            DeviceAuthError::Store(error) => ApiError::Store(error),
         })
 }

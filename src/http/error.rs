@@ -14,6 +14,7 @@ use super::request_id::RequestId;
 use super::Response;
 use crate::auth::{AuthError, JwksError};
 use crate::domain::{FieldError, FieldErrors};
+use crate::store::batch_writer::WriteError;
 use crate::store::StoreError;
 
 /// `type` of 422 problems.
@@ -76,6 +77,12 @@ pub enum ApiError {
     /// A store failed.
     #[error("store failure")]
     Store(#[from] StoreError),
+    /// A failure shared by several waiting requests (a coalesced cache fill).
+    #[error("shared failure")]
+    Shared(#[source] std::sync::Arc<ApiError>),
+    /// The batch writer could not commit the reading.
+    #[error("storing the reading")]
+    Write(#[from] WriteError),
     /// The identity provider's keys are unavailable.
     #[error("identity provider unavailable")]
     IdentityProvider(#[source] JwksError),
@@ -179,7 +186,12 @@ impl ApiError {
                 "Service Unavailable",
                 format!("a store does not answer; request id {request_id}"),
             ),
-            Self::Store(_) | Self::IdentityProvider(_) | Self::Render(_) | Self::Panic(_) => (
+            Self::Store(_)
+            | Self::Shared(_)
+            | Self::Write(_)
+            | Self::IdentityProvider(_)
+            | Self::Render(_)
+            | Self::Panic(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 BLANK_TYPE,
                 "Internal Server Error",

@@ -12,6 +12,7 @@
 pub mod body;
 pub mod credentials;
 pub mod error;
+pub mod public;
 pub mod request_id;
 pub mod respond;
 pub mod router;

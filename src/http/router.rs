@@ -5,7 +5,7 @@
 use hyper::Method;
 
 use super::error::ApiError;
-use super::routes::{devices, meta};
+use super::routes::{air_quality, data, devices, meta, public};
 use super::state::AppState;
 use super::{Request, Response};
 
@@ -24,6 +24,26 @@ pub enum Route<'a> {
     Device(&'a str),
     /// `/api/v1/devices/{id}/rotate-key`
     RotateKey(&'a str),
+    /// `/api/v1/devices/{id}/current`
+    DeviceCurrent(&'a str),
+    /// `/api/v1/devices/{id}/historical`
+    DeviceHistorical(&'a str),
+    /// `/api/v1/data`
+    Data,
+    /// `/api/v1/air-quality/current`
+    Current,
+    /// `/api/v1/air-quality/historical`
+    Historical,
+    /// `/api/v1/air-quality/custom`
+    Custom,
+    /// `/api/v1/public/devices/{id}`
+    PublicDevice(&'a str),
+    /// `/api/v1/public/devices/{id}/current`
+    PublicCurrent(&'a str),
+    /// `/api/v1/public/devices/{id}/historical`
+    PublicHistorical(&'a str),
+    /// `/api/v1/public/map/devices`
+    PublicMap,
 }
 
 impl<'a> Route<'a> {
@@ -42,6 +62,16 @@ impl<'a> Route<'a> {
             ["devices"] => Self::Devices,
             ["devices", id] if !id.is_empty() => Self::Device(id),
             ["devices", id, "rotate-key"] if !id.is_empty() => Self::RotateKey(id),
+            ["devices", id, "current"] if !id.is_empty() => Self::DeviceCurrent(id),
+            ["devices", id, "historical"] if !id.is_empty() => Self::DeviceHistorical(id),
+            ["data"] => Self::Data,
+            ["air-quality", "current"] => Self::Current,
+            ["air-quality", "historical"] => Self::Historical,
+            ["air-quality", "custom"] => Self::Custom,
+            ["public", "devices", id] if !id.is_empty() => Self::PublicDevice(id),
+            ["public", "devices", id, "current"] if !id.is_empty() => Self::PublicCurrent(id),
+            ["public", "devices", id, "historical"] if !id.is_empty() => Self::PublicHistorical(id),
+            ["public", "map", "devices"] => Self::PublicMap,
             _ => return None,
         })
     }
@@ -51,8 +81,19 @@ impl<'a> Route<'a> {
         match self {
             Self::Devices => "GET, POST",
             Self::Device(_) => "GET, PATCH, DELETE",
-            Self::RotateKey(_) => "POST",
-            Self::Health | Self::Ready | Self::OpenApi => "GET",
+            Self::RotateKey(_) | Self::Data => "POST",
+            Self::Health
+            | Self::Ready
+            | Self::OpenApi
+            | Self::DeviceCurrent(_)
+            | Self::DeviceHistorical(_)
+            | Self::Current
+            | Self::Historical
+            | Self::Custom
+            | Self::PublicDevice(_)
+            | Self::PublicCurrent(_)
+            | Self::PublicHistorical(_)
+            | Self::PublicMap => "GET",
         }
     }
 }
@@ -72,6 +113,20 @@ pub async fn dispatch(request: Request, state: &AppState) -> Result<Response, Ap
         (Route::Device(id), Method::PATCH) => devices::update(request, state, id).await,
         (Route::Device(id), Method::DELETE) => devices::delete(request, state, id).await,
         (Route::RotateKey(id), Method::POST) => devices::rotate_key(request, state, id).await,
+        (Route::DeviceCurrent(id), Method::GET) => {
+            air_quality::device_current(request, state, id).await
+        }
+        (Route::DeviceHistorical(id), Method::GET) => {
+            air_quality::device_historical(request, state, id).await
+        }
+        (Route::Data, Method::POST) => data::upload(request, state).await,
+        (Route::Current, Method::GET) => air_quality::owner_current(request, state).await,
+        (Route::Historical, Method::GET) => air_quality::owner_historical(request, state).await,
+        (Route::Custom, Method::GET) => air_quality::custom(request, state).await,
+        (Route::PublicDevice(id), Method::GET) => public::device(request, state, id).await,
+        (Route::PublicCurrent(id), Method::GET) => public::current(request, state, id).await,
+        (Route::PublicHistorical(id), Method::GET) => public::historical(request, state, id).await,
+        (Route::PublicMap, Method::GET) => public::map(request, state).await,
         (route, _) => Err(ApiError::MethodNotAllowed {
             allow: route.allow(),
         }),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
+use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -24,6 +25,8 @@ use super::request_id::{self, RequestId};
 use super::state::AppState;
 use super::{router, Request, Response};
 
+/// Paths under this prefix are readable from any web origin.
+const PUBLIC_PREFIX: &str = "/api/v1/public/";
 /// How long in-flight requests get to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client must send its request head within this time (slow-loris protection).
@@ -99,9 +102,16 @@ async fn handle(request: Request, state: &AppState) -> Response {
             span.in_scope(|| ApiError::Panic(message).into_response(&path, &request_id))
         }
     };
-    response
-        .headers_mut()
-        .insert(request_id::HEADER, request_id.header_value());
+    let headers = response.headers_mut();
+    headers.insert(request_id::HEADER, request_id.header_value());
+    if path.starts_with(PUBLIC_PREFIX) {
+        // Widgets on any site read public data, error answers included.
+        headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        headers.insert(
+            ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("ETag, X-Request-Id"),
+        );
+    }
     span.in_scope(|| {
         tracing::debug!(
             status = response.status().as_u16(),

@@ -1,18 +1,31 @@
-//! What every handler can reach: stores, the owner authenticator, the clock.
+//! What every handler can reach: stores, authenticators, the batch writer, caches, the clock.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, DeviceKeys};
 use crate::clock::Clock;
-use crate::store::DeviceStore;
+use crate::http::public::MapCache;
+use crate::store::batch_writer::BatchWriter;
+use crate::store::{DeviceStore, ReadingStore};
 
-/// Shared, immutable per-process state.
+/// Shared per-process state.
 #[derive(Debug)]
 pub struct AppState {
     /// Owner token verification.
     pub auth: Authenticator,
+    /// Device key verification (cached).
+    pub device_keys: DeviceKeys,
     /// Device metadata.
     pub devices: Arc<dyn DeviceStore>,
+    /// Reading queries.
+    pub readings: Arc<dyn ReadingStore>,
+    /// The way into reading storage.
+    pub writer: BatchWriter,
+    /// The rendered public map, shared by all pollers for its time to live.
+    pub map: MapCache,
+    /// How long the map is cached (also its `Cache-Control: max-age`).
+    pub map_ttl: Duration,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }

@@ -1,9 +1,11 @@
 //! The JSON shapes of responses, built from domain values.
 
-use chrono::{DateTime, SecondsFormat, TimeZone};
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
-use crate::domain::{Device, DeviceKey};
+use crate::domain::timeline::Bucket;
+use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Means, Snapshot, Status};
+use crate::store::batch_writer::Receipt;
 
 /// RFC 3339 with milliseconds; `Z` for UTC, the offset otherwise.
 pub fn timestamp<Tz: TimeZone>(at: &DateTime<Tz>) -> String
@@ -74,6 +76,157 @@ impl<'a> PublicDeviceView<'a> {
             is_public: device.flags.is_public,
             created_at: timestamp(&device.created_at),
             updated_at: timestamp(&device.updated_at),
+        }
+    }
+}
+
+/// The seven metrics, in the spec's field order.
+#[derive(Debug, Serialize)]
+pub struct MetricsView {
+    aqi: i64,
+    heat_index: f64,
+    humidity: f64,
+    pm1_0: f64,
+    pm2_5: f64,
+    pm10_0: f64,
+    temperature: f64,
+}
+
+impl From<&Means> for MetricsView {
+    fn from(means: &Means) -> Self {
+        Self {
+            aqi: means.aqi,
+            heat_index: means.heat_index,
+            humidity: means.humidity,
+            pm1_0: means.pm1_0,
+            pm2_5: means.pm2_5,
+            pm10_0: means.pm10_0,
+            temperature: means.temperature,
+        }
+    }
+}
+
+/// A position with its time.
+#[derive(Debug, Serialize)]
+pub struct LocationView<'a> {
+    lat: f64,
+    lon: f64,
+    provider: &'a str,
+    timestamp: String,
+}
+
+/// A current snapshot.
+#[derive(Debug, Serialize)]
+pub struct SnapshotView<'a> {
+    #[serde(flatten)]
+    metrics: MetricsView,
+    sample_count: u64,
+    status: &'static str,
+    last_seen: String,
+    location: Option<LocationView<'a>>,
+}
+
+impl<'a> SnapshotView<'a> {
+    /// The view; the location only when `show_location`.
+    pub fn new(snapshot: &'a Snapshot, show_location: bool) -> Self {
+        Self {
+            metrics: MetricsView::from(&snapshot.means),
+            sample_count: snapshot.sample_count,
+            status: snapshot.status.as_str(),
+            last_seen: timestamp(&snapshot.last_seen),
+            location: snapshot
+                .location
+                .as_ref()
+                .filter(|_| show_location)
+                .map(|at| LocationView {
+                    lat: at.lat,
+                    lon: at.lon,
+                    provider: &at.provider,
+                    timestamp: timestamp(&at.at),
+                }),
+        }
+    }
+}
+
+/// One bucket of a historical series.
+#[derive(Debug, Serialize)]
+pub struct MetricsPointView<'a> {
+    label: &'a str,
+    timestamp: String,
+    metrics: MetricsView,
+}
+
+/// The points of a series, timestamps in the plan's zone.
+pub fn points<'a>(plan: &BucketPlan, series: &[(&'a Bucket, Means)]) -> Vec<MetricsPointView<'a>> {
+    series
+        .iter()
+        .map(|(bucket, means)| MetricsPointView {
+            label: &bucket.label,
+            timestamp: timestamp(&bucket.start.with_timezone(&plan.tz)),
+            metrics: MetricsView::from(means),
+        })
+        .collect()
+}
+
+/// The body of the historical routes.
+#[derive(Debug, Serialize)]
+pub struct HistoricalView<'a> {
+    /// The points.
+    pub data: Vec<MetricsPointView<'a>>,
+    /// The timeline asked for.
+    pub timeline: &'static str,
+}
+
+/// An upload receipt.
+#[derive(Debug, Serialize)]
+pub struct ReceiptView {
+    created_at: String,
+    id: u64,
+}
+
+impl From<&Receipt> for ReceiptView {
+    fn from(receipt: &Receipt) -> Self {
+        Self {
+            created_at: timestamp(&receipt.at),
+            id: receipt.id.get(),
+        }
+    }
+}
+
+/// An entry of the community map.
+#[derive(Debug, Serialize)]
+pub struct MapEntryView<'a> {
+    id: String,
+    name: &'a str,
+    is_outdoor: bool,
+    lat: f64,
+    lon: f64,
+    aqi: i64,
+    pm2_5: f64,
+    temperature: f64,
+    measured_at: String,
+    status: &'static str,
+}
+
+impl<'a> MapEntryView<'a> {
+    /// The entry of `device` from its latest located sample, status as of `now`.
+    pub fn new(
+        device: &'a Device,
+        latest: &'a LatestLocated,
+        last_seen: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: device.id.to_string(),
+            name: device.name.as_str(),
+            is_outdoor: device.flags.is_outdoor,
+            lat: latest.position.lat,
+            lon: latest.position.lon,
+            aqi: latest.aqi,
+            pm2_5: latest.pm2_5,
+            temperature: latest.temperature,
+            measured_at: timestamp(&latest.position.at),
+            status: Status::at(now, last_seen).as_str(),
         }
     }
 }

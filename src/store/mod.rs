@@ -1,18 +1,25 @@
 //! Storage, behind small traits: the only module that speaks SQL.
 //!
 //! - [`DeviceStore`]: device metadata and credentials (embedded SQLite, or PostgreSQL).
-//! - reading storage (embedded SQLite, or QuestDB) sits behind its own traits.
+//! - [`ReadingSink`]: writes batches of readings, all or nothing; owned by the
+//!   [`batch_writer`], the only writer of readings in a process.
+//! - [`ReadingStore`]: reads readings back (current window, calendar buckets, latest samples).
 //!
 //! Every method is async and takes domain types, so a backend is swapped by configuration without
 //! touching a handler. A backend reports its own faults as [`StoreError`]; the HTTP layer turns
 //! every one of them into an opaque 500 and logs the cause chain.
 
+pub mod batch_writer;
+pub mod reads;
 pub mod sqlite;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::domain::{Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
+use crate::domain::{
+    Aggregate, BucketPlan, Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, LatestLocated,
+    LocatedAt, OwnerId, StoredReading,
+};
 
 /// A fault of a storage backend.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +89,9 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError>;
 
+    /// Every device that is public with a public location, of any owner (the map's members).
+    async fn map_members(&self) -> Result<Vec<Device>, StoreError>;
+
     /// Deletes one of the owner's devices; answers what was deleted.
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError>;
 
@@ -93,4 +103,71 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The write side of reading storage, driven by the batch writer on its own thread (the QuestDB
+/// client is synchronous, and so is SQLite).
+pub trait ReadingSink: Send + std::fmt::Debug + 'static {
+    /// Reserves `count` consecutive receipt ids and returns the first. Ids are never handed out
+    /// twice, not even after a failed write, and never exceed 2^53 − 1.
+    fn allocate_ids(&mut self, count: usize) -> Result<u64, StoreError>;
+
+    /// Writes the batch as one transaction: after `Ok` every row is durable, after `Err` none is
+    /// visible. Writing the same rows again (a retry) must not duplicate them.
+    fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError>;
+}
+
+/// The read side of reading storage. Every method takes the devices to look at, already checked
+/// for ownership or visibility by the caller: readings of a device that is not asked for are
+/// never returned.
+#[async_trait]
+pub trait ReadingStore: Send + Sync + std::fmt::Debug {
+    /// The time of the latest sample of any of `devices`.
+    async fn last_seen(&self, devices: &[DeviceUuid]) -> Result<Option<DateTime<Utc>>, StoreError>;
+
+    /// Sums and count of the raw samples of `devices` in `(after, until]`.
+    async fn aggregate(
+        &self,
+        devices: &[DeviceUuid],
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Aggregate, StoreError>;
+
+    /// The position of the latest located sample of any of `devices`.
+    async fn latest_location(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<Option<LocatedAt>, StoreError>;
+
+    /// One aggregate per bucket of the plan, in the plan's order (empty buckets included).
+    async fn buckets(
+        &self,
+        devices: &[DeviceUuid],
+        plan: &BucketPlan,
+    ) -> Result<Vec<Aggregate>, StoreError>;
+
+    /// For each of `devices` that has a located sample: that latest located sample and the
+    /// device's last contact.
+    async fn latest_located(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<Vec<(DeviceUuid, LatestLocated, DateTime<Utc>)>, StoreError>;
+
+    /// Deletes every reading of a deleted device (where the backend can delete).
+    async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError>;
+
+    /// Whether the store answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// An error and all its causes, `outer: inner: innermost`, for log lines.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

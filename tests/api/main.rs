@@ -3,5 +3,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
+mod cli;
 mod devices;
 mod errors;
+mod openapi;

@@ -1,4 +1,7 @@
 //! The device registry: register, list, show, change, rotate the key, delete.
+//!
+//! Rotation and deletion evict the device's cached credentials before answering, so the old key
+//! is refused from the very next upload.
 
 use hyper::StatusCode;
 
@@ -81,6 +84,7 @@ pub async fn rotate_key(
         .rotate_key(&owner, id, key.hash(), state.clock.now())
         .await?
         .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    state.device_keys.evict(&device.device_id);
     tracing::info!(device = %device.id, "device key rotated");
     respond::data(DeviceView::with_key(&device, &key))
 }

@@ -19,6 +19,7 @@ pub fn health() -> Result<Response, ApiError> {
 /// `GET /readyz`: the stores answer.
 pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
     state.devices.ping().await.map_err(ApiError::NotReady)?;
+    state.readings.ping().await.map_err(ApiError::NotReady)?;
     respond::json(StatusCode::OK, &json!({ "status": "ready" }))
 }
 

@@ -229,6 +229,19 @@ impl DeviceStore for SqliteDevices {
             .await
     }
 
+    async fn map_members(&self) -> Result<Vec<Device>, StoreError> {
+        self.db
+            .read(move |connection| {
+                let mut statement = connection.prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM devices WHERE is_public AND is_location_public ORDER BY created_at, id"
+                ))?;
+                let rows = statement.query_map([], DeviceRow::read)?;
+                rows.map(|row| row.map_err(StoreError::from).and_then(DeviceRow::into_device))
+                    .collect()
+            })
+            .await
+    }
+
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
         let owner = owner.as_str().to_owned();
         self.db

@@ -7,6 +7,7 @@
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
 mod devices;
+mod readings;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,9 +18,13 @@ use rusqlite::Connection;
 use super::StoreError;
 
 pub use devices::SqliteDevices;
+pub use readings::{SqliteReadingSink, SqliteReadings};
 
 /// The schema, applied in order at every start; each statement is idempotent.
-const SCHEMA: &[&str] = &[include_str!("../../../schema/sqlite/001_devices.sql")];
+const SCHEMA: &[&str] = &[
+    include_str!("../../../schema/sqlite/001_devices.sql"),
+    include_str!("../../../schema/sqlite/002_readings.sql"),
+];
 
 /// Readers kept open for reuse; more may exist briefly under load.
 const IDLE_READERS: usize = 8;
@@ -104,6 +109,7 @@ fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
+    rusqlite::vtab::array::load_module(&connection)?;
     Ok(connection)
 }
 

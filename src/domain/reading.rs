@@ -1,0 +1,293 @@
+//! A sensor reading: the upload body of `POST /data`, parsed and bounded.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use simd_json::OwnedValue;
+
+use super::device::DeviceUuid;
+use super::field_errors::{Code, FieldErrors, In};
+use super::json_fields::JsonObject;
+
+/// Longest provider name (sensor model, location source).
+pub const MAX_PROVIDER_CHARS: usize = 50;
+/// How far in the past a `measured_at` may lie.
+pub const MAX_AGE: TimeDelta = TimeDelta::days(366);
+/// How far in the future a `measured_at` may lie (device clocks drift).
+pub const MAX_AHEAD: TimeDelta = TimeDelta::minutes(5);
+
+/// The seven measured values of a sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metrics {
+    /// Air quality index (non-negative integer).
+    pub aqi: i64,
+    /// PM1.0, µg/m³.
+    pub pm1_0: f64,
+    /// PM2.5, µg/m³.
+    pub pm2_5: f64,
+    /// PM10, µg/m³.
+    pub pm10_0: f64,
+    /// Temperature.
+    pub temperature: f64,
+    /// Heat index.
+    pub heat_index: f64,
+    /// Relative humidity, 0 to 100 %.
+    pub humidity: f64,
+}
+
+/// Where a sample was taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Location {
+    /// Latitude, −90 to 90.
+    pub lat: f64,
+    /// Longitude, −180 to 180.
+    pub lon: f64,
+    /// Who supplied the position (e.g. the paired phone's GPS).
+    pub provider: String,
+}
+
+/// A valid reading as uploaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// The values.
+    pub metrics: Metrics,
+    /// Particulate sensor model.
+    pub pms_provider: String,
+    /// Temperature sensor model.
+    pub temperature_provider: String,
+    /// Position, when the device knew it.
+    pub location: Option<Location>,
+    /// When the sample was taken, if the device said so (else: when it arrived).
+    pub measured_at: Option<DateTime<Utc>>,
+}
+
+impl Reading {
+    /// Parses an upload body, listing every problem; `now` bounds `measured_at`.
+    pub fn parse(body: &OwnedValue, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
+        let mut errors = FieldErrors::new();
+        let Some(root) = JsonObject::root(body, &mut errors) else {
+            return Err(errors);
+        };
+        let aqi = root.required::<i64>("aqi", &mut errors);
+        if let Some(aqi) = aqi {
+            at_least(&root.name("aqi"), aqi as f64, 0.0, &mut errors);
+        }
+
+        let pms = root.required_object("pms_data", &mut errors);
+        let (pm1_0, pm2_5, pm10_0, pms_provider) = match &pms {
+            Some(pms) => (
+                non_negative(pms, "pm1_0", &mut errors),
+                non_negative(pms, "pm2_5", &mut errors),
+                non_negative(pms, "pm10_0", &mut errors),
+                provider(pms, &mut errors),
+            ),
+            None => (None, None, None, None),
+        };
+
+        let climate = root.required_object("temperature_data", &mut errors);
+        let (temperature, heat_index, humidity, temperature_provider) = match &climate {
+            Some(climate) => {
+                let humidity = climate.required::<f64>("humidity", &mut errors);
+                if let Some(humidity) = humidity {
+                    let name = climate.name("humidity");
+                    at_least(&name, humidity, 0.0, &mut errors);
+                    at_most(&name, humidity, 100.0, &mut errors);
+                }
+                (
+                    climate.required::<f64>("temperature", &mut errors),
+                    climate.required::<f64>("heat_index", &mut errors),
+                    humidity,
+                    provider(climate, &mut errors),
+                )
+            }
+            None => (None, None, None, None),
+        };
+
+        let location = root
+            .optional_object("location", &mut errors)
+            .and_then(|location| parse_location(&location, &mut errors));
+        let measured_at = root
+            .optional_str("measured_at", &mut errors)
+            .and_then(|text| parse_measured_at(text, now, &mut errors));
+
+        match (
+            aqi,
+            pm1_0,
+            pm2_5,
+            pm10_0,
+            pms_provider,
+            temperature,
+            heat_index,
+            humidity,
+            temperature_provider,
+        ) {
+            (
+                Some(aqi),
+                Some(pm1_0),
+                Some(pm2_5),
+                Some(pm10_0),
+                Some(pms_provider),
+                Some(temperature),
+                Some(heat_index),
+                Some(humidity),
+                Some(temperature_provider),
+            ) if errors.is_empty() => Ok(Self {
+                metrics: Metrics {
+                    aqi,
+                    pm1_0,
+                    pm2_5,
+                    pm10_0,
+                    temperature,
+                    heat_index,
+                    humidity,
+                },
+                pms_provider,
+                temperature_provider,
+                location,
+                measured_at,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<Location> {
+    let lat = location.required::<f64>("lat", errors);
+    if let Some(lat) = lat {
+        at_least(&location.name("lat"), lat, -90.0, errors);
+        at_most(&location.name("lat"), lat, 90.0, errors);
+    }
+    let lon = location.required::<f64>("lon", errors);
+    if let Some(lon) = lon {
+        at_least(&location.name("lon"), lon, -180.0, errors);
+        at_most(&location.name("lon"), lon, 180.0, errors);
+    }
+    let provider = provider(location, errors);
+    Some(Location {
+        lat: lat?,
+        lon: lon?,
+        provider: provider?,
+    })
+}
+
+fn parse_measured_at(
+    text: &str,
+    now: DateTime<Utc>,
+    errors: &mut FieldErrors,
+) -> Option<DateTime<Utc>> {
+    let Ok(at) = DateTime::parse_from_rfc3339(text) else {
+        errors.push(
+            In::Body,
+            "measured_at",
+            Code::Format,
+            format!("`measured_at` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"),
+        );
+        return None;
+    };
+    let at = at.with_timezone(&Utc);
+    if at < now - MAX_AGE {
+        errors.push(
+            In::Body,
+            "measured_at",
+            Code::Minimum,
+            "`measured_at` must not be more than 366 days ago",
+        );
+        None
+    } else if at > now + MAX_AHEAD {
+        errors.push(
+            In::Body,
+            "measured_at",
+            Code::Maximum,
+            "`measured_at` must not be more than 5 minutes in the future",
+        );
+        None
+    } else {
+        Some(at)
+    }
+}
+
+fn non_negative(object: &JsonObject<'_>, key: &str, errors: &mut FieldErrors) -> Option<f64> {
+    let value = object.required::<f64>(key, errors)?;
+    at_least(&object.name(key), value, 0.0, errors).then_some(value)
+}
+
+fn provider(object: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<String> {
+    let name = object.name("provider");
+    let text = object.required_str("provider", errors)?;
+    let chars = text.chars().count();
+    if text.trim().is_empty() {
+        errors.push(
+            In::Body,
+            name,
+            Code::MinLength,
+            "a provider must not be empty",
+        );
+        None
+    } else if chars > MAX_PROVIDER_CHARS {
+        errors.push(
+            In::Body,
+            &name,
+            Code::MaxLength,
+            format!("`{name}` has {chars} characters; at most {MAX_PROVIDER_CHARS} are allowed"),
+        );
+        None
+    } else {
+        Some(text.to_owned())
+    }
+}
+
+fn at_least(name: &str, value: f64, minimum: f64, errors: &mut FieldErrors) -> bool {
+    let ok = value >= minimum;
+    if !ok {
+        errors.push(
+            In::Body,
+            name,
+            Code::Minimum,
+            format!("`{name}` must be at least {minimum}"),
+        );
+    }
+    ok
+}
+
+fn at_most(name: &str, value: f64, maximum: f64, errors: &mut FieldErrors) -> bool {
+    let ok = value <= maximum;
+    if !ok {
+        errors.push(
+            In::Body,
+            name,
+            Code::Maximum,
+            format!("`{name}` must be at most {maximum}"),
+        );
+    }
+    ok
+}
+
+/// The receipt id of a stored reading: positive and at most 2^53 − 1, exact in JavaScript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadingId(u64);
+
+impl ReadingId {
+    /// The largest id: 2^53 − 1.
+    pub const MAX: u64 = (1 << 53) - 1;
+
+    /// An id, if it is in range.
+    pub fn new(value: u64) -> Option<Self> {
+        (1..=Self::MAX).contains(&value).then_some(Self(value))
+    }
+
+    /// The number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// A reading on its way into storage: whose, when, and its receipt id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredReading {
+    /// Receipt id.
+    pub id: ReadingId,
+    /// The device that sent it.
+    pub device: DeviceUuid,
+    /// When it was measured (`measured_at`, else the receive time).
+    pub at: DateTime<Utc>,
+    /// The values.
+    pub reading: Reading,
+}

@@ -1,0 +1,107 @@
+//! The owner's reads: current snapshots, timelines and custom ranges, owner-wide or per device.
+
+use crate::domain::field_errors::both;
+use crate::domain::{BucketPlan, CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryParams};
+use crate::http::error::ApiError;
+use crate::http::public::Rendered;
+use crate::http::state::AppState;
+use crate::http::views::{points, HistoricalView, SnapshotView};
+use crate::http::{credentials, respond, Request, Response};
+use crate::store::reads;
+
+const DEVICE_NOT_FOUND: &str = "no device with this id";
+const NEVER_REPORTED: &str = "this device has not reported any reading yet";
+const NONE_REPORTED: &str = "none of your devices has reported any reading yet";
+
+async fn owned_devices(state: &AppState, owner: &OwnerId) -> Result<Vec<DeviceUuid>, ApiError> {
+    Ok(state
+        .devices
+        .list(owner)
+        .await?
+        .into_iter()
+        .map(|device| device.id)
+        .collect())
+}
+
+async fn owned_device(
+    state: &AppState,
+    owner: &OwnerId,
+    id: DeviceUuid,
+) -> Result<DeviceUuid, ApiError> {
+    let device = state.devices.get(owner, id).await?;
+    device
+        .map(|device| device.id)
+        .ok_or(ApiError::NotFound(DEVICE_NOT_FOUND))
+}
+
+/// `GET /air-quality/current`: every device of the owner pooled.
+pub async fn owner_current(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let devices = owned_devices(state, &owner).await?;
+    let snapshot = reads::snapshot(state.readings.as_ref(), &devices, state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound(NONE_REPORTED))?;
+    respond::data(SnapshotView::new(&snapshot, true))
+}
+
+/// `GET /devices/{id}/current`.
+pub async fn device_current(
+    request: Request,
+    state: &AppState,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let id = DeviceUuid::parse_path(id)?;
+    let device = owned_device(state, &owner, id).await?;
+    let snapshot = reads::snapshot(state.readings.as_ref(), &[device], state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound(NEVER_REPORTED))?;
+    respond::data(SnapshotView::new(&snapshot, true))
+}
+
+/// `GET /air-quality/historical?timeline=…&tz=…`.
+pub async fn owner_historical(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let query = HistoricalQuery::parse(&QueryParams::parse(request.uri().query()))?;
+    let devices = owned_devices(state, &owner).await?;
+    Ok(historical(state, &devices, query).await?.plain())
+}
+
+/// `GET /devices/{id}/historical?timeline=…&tz=…`.
+pub async fn device_historical(
+    request: Request,
+    state: &AppState,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let (id, query) = both(
+        DeviceUuid::parse_path(id),
+        HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
+    )?;
+    let device = owned_device(state, &owner, id).await?;
+    Ok(historical(state, &[device], query).await?.plain())
+}
+
+/// The rendered timeline of `devices` pooled (shared with the public route).
+pub async fn historical(
+    state: &AppState,
+    devices: &[DeviceUuid],
+    query: HistoricalQuery,
+) -> Result<Rendered, ApiError> {
+    let plan = BucketPlan::timeline(query.timeline, query.tz, state.clock.now());
+    let series = reads::series(state.readings.as_ref(), devices, &plan).await?;
+    Rendered::json(&HistoricalView {
+        data: points(&plan, &series),
+        timeline: query.timeline.as_str(),
+    })
+}
+
+/// `GET /air-quality/custom?start_date=…&end_date=…&interval=…&tz=…`.
+pub async fn custom(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let owner = credentials::owner(&request, state).await?;
+    let query = CustomQuery::parse(&QueryParams::parse(request.uri().query()))?;
+    let devices = owned_devices(state, &owner).await?;
+    let plan = BucketPlan::custom(query.range, query.interval, query.tz);
+    let series = reads::series(state.readings.as_ref(), &devices, &plan).await?;
+    respond::data(points(&plan, &series))
+}

@@ -1,0 +1,361 @@
+//! The batch writer: the one owner of the [`ReadingSink`] in a process.
+//!
+//! Uploads hand it a reading and a oneshot, then wait. It gathers readings until
+//! [`BatchConfig::max_rows`] are buffered or [`BatchConfig::max_delay`] has passed since the first,
+//! writes them in one transaction, and answers every waiting upload with the outcome (group
+//! commit). Its rules:
+//!
+//! - **No acknowledgement before commit.** An upload gets its receipt only after the sink said the
+//!   batch is durable; a 201 never stands for data that can still be lost.
+//! - **All or nothing.** A failed write is retried ([`BatchConfig::retries`], with doubling
+//!   backoff) with the same ids, so a retry never duplicates; if it keeps failing, every upload of
+//!   the batch is answered with [`WriteError::Failed`] and nothing of it is visible.
+//! - **Backpressure.** The queue in front of the writer is bounded; when it is full, uploads wait
+//!   for room instead of piling up in memory.
+//! - **Drain on shutdown.** The writer stops when the last [`BatchWriter`] handle is dropped, after
+//!   writing everything already queued; [`WriterGuard::join`] waits for that.
+//!
+//! The writer runs on its own thread with a single-threaded runtime, because sinks are synchronous
+//! (rusqlite; the QuestDB client) and must not block the server's workers.
+
+use std::thread::JoinHandle;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::{ReadingSink, StoreError};
+use crate::config::BatchConfig;
+use crate::domain::{DeviceUuid, Reading, ReadingId, StoredReading};
+
+/// What an upload learns once its batch is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Receipt {
+    /// The reading's id.
+    pub id: ReadingId,
+    /// The time the reading is stored under.
+    pub at: DateTime<Utc>,
+}
+
+/// Why a reading was not stored.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteError {
+    /// The batch could not be committed, retries included; nothing of it is stored.
+    #[error("the batch could not be committed: {0}")]
+    Failed(String),
+    /// The writer has stopped (the process is shutting down).
+    #[error("the batch writer has stopped")]
+    Stopped,
+}
+
+struct Pending {
+    device: DeviceUuid,
+    at: DateTime<Utc>,
+    reading: Reading,
+    reply: oneshot::Sender<Result<Receipt, WriteError>>,
+}
+
+/// A handle that submits readings; cheap to clone. The writer stops when all handles are gone.
+#[derive(Debug, Clone)]
+pub struct BatchWriter {
+    queue: mpsc::Sender<Pending>,
+}
+
+/// The writer thread; [`WriterGuard::join`] waits until it has drained and stopped.
+#[derive(Debug)]
+pub struct WriterGuard {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BatchWriter {
+    /// Starts the writer thread, owning `sink`.
+    pub fn start(
+        sink: Box<dyn ReadingSink>,
+        config: BatchConfig,
+    ) -> std::io::Result<(Self, WriterGuard)> {
+        let (queue, receiver) = mpsc::channel(config.queue.max(1));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("airq-batch-writer".into())
+            .spawn(move || runtime.block_on(run(receiver, sink, config)))?;
+        Ok((
+            Self { queue },
+            WriterGuard {
+                thread: Some(thread),
+            },
+        ))
+    }
+
+    /// Stores a reading of `device` taken at `at`; answers once it is committed (or not).
+    pub async fn submit(
+        &self,
+        device: DeviceUuid,
+        at: DateTime<Utc>,
+        reading: Reading,
+    ) -> Result<Receipt, WriteError> {
+        let (reply, answer) = oneshot::channel();
+        let pending = Pending {
+            device,
+            at,
+            reading,
+            reply,
+        };
+        self.queue
+            .send(pending)
+            .await
+            .map_err(|_| WriteError::Stopped)?;
+        answer.await.map_err(|_| WriteError::Stopped)?
+    }
+}
+
+impl WriterGuard {
+    /// Waits for the writer to drain its queue and stop (after every handle was dropped).
+    pub async fn join(mut self) {
+        if let Some(thread) = self.thread.take() {
+            let joined = tokio::task::spawn_blocking(move || thread.join()).await;
+            if !matches!(joined, Ok(Ok(()))) {
+                tracing::error!("the batch writer thread panicked");
+            }
+        }
+    }
+}
+
+async fn run(
+    mut queue: mpsc::Receiver<Pending>,
+    mut sink: Box<dyn ReadingSink>,
+    config: BatchConfig,
+) {
+    let max_rows = config.max_rows.max(1);
+    let mut batch = Vec::with_capacity(max_rows);
+    while let Some(first) = queue.recv().await {
+        batch.push(first);
+        let deadline = Instant::now() + config.max_delay;
+        while batch.len() < max_rows {
+            match queue.try_recv() {
+                Ok(pending) => batch.push(pending),
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    match tokio::time::timeout_at(deadline, queue.recv()).await {
+                        Ok(Some(pending)) => batch.push(pending),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+        }
+        flush(sink.as_mut(), &mut batch, &config).await;
+    }
+    tracing::info!("batch writer drained and stopped");
+}
+
+/// Writes `batch` (retrying) and answers every upload in it.
+async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &BatchConfig) {
+    let (replies, outcome) = match allocate(sink, batch.len()) {
+        Ok(ids) => {
+            let (replies, rows): (Vec<_>, Vec<_>) = batch
+                .drain(..)
+                .zip(ids)
+                .map(|(pending, id)| {
+                    let row = StoredReading {
+                        id,
+                        device: pending.device,
+                        at: pending.at,
+                        reading: pending.reading,
+                    };
+                    (pending.reply, row)
+                })
+                .unzip();
+            let written = write_with_retries(sink, &rows, config).await;
+            let receipts = written.map(|()| {
+                rows.iter()
+                    .map(|row| Receipt {
+                        id: row.id,
+                        at: row.at,
+                    })
+                    .collect::<Vec<_>>()
+            });
+            (replies, receipts)
+        }
+        Err(error) => (
+            batch.drain(..).map(|pending| pending.reply).collect(),
+            Err(error),
+        ),
+    };
+    match outcome {
+        Ok(receipts) => {
+            for (reply, receipt) in replies.into_iter().zip(receipts) {
+                // An upload whose client went away no longer listens; its row is stored all the same.
+                let _ = reply.send(Ok(receipt));
+            }
+        }
+        Err(error) => {
+            tracing::error!(error = %crate::store::chain(&error), rows = replies.len(), "batch not stored; uploads answered with 500");
+            let failure = WriteError::Failed(error.to_string());
+            for reply in replies {
+                let _ = reply.send(Err(failure.clone()));
+            }
+        }
+    }
+}
+
+/// `count` fresh receipt ids from the sink.
+fn allocate(sink: &mut dyn ReadingSink, count: usize) -> Result<Vec<ReadingId>, StoreError> {
+    let first = sink.allocate_ids(count)?;
+    (0..count as u64)
+        .map(|offset| {
+            ReadingId::new(first + offset).ok_or_else(|| {
+                StoreError::Corrupt(format!("receipt id {} is out of range", first + offset))
+            })
+        })
+        .collect()
+}
+
+async fn write_with_retries(
+    sink: &mut dyn ReadingSink,
+    rows: &[StoredReading],
+    config: &BatchConfig,
+) -> Result<(), StoreError> {
+    let mut backoff = config.retry_backoff;
+    let mut attempt = 0;
+    loop {
+        match sink.write(rows) {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt < config.retries => {
+                attempt += 1;
+                tracing::warn!(error = %crate::store::chain(&error), attempt, "batch write failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = backoff.saturating_mul(2);
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::Metrics;
+
+    /// A sink that fails its first `failures` writes, then records what it is given.
+    #[derive(Debug)]
+    struct Flaky {
+        failures: usize,
+        written: Arc<Mutex<Vec<u64>>>,
+        next: u64,
+    }
+
+    impl ReadingSink for Flaky {
+        fn allocate_ids(&mut self, count: usize) -> Result<u64, StoreError> {
+            let first = self.next;
+            self.next += count as u64;
+            Ok(first)
+        }
+
+        fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+            if self.failures > 0 {
+                self.failures -= 1;
+                return Err(StoreError::Corrupt("injected".into()));
+            }
+            let mut written = self
+                .written
+                .lock()
+                .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
+            written.extend(batch.iter().map(|row| row.id.get()));
+            Ok(())
+        }
+    }
+
+    fn reading() -> Reading {
+        Reading {
+            metrics: Metrics {
+                aqi: 1,
+                pm1_0: 1.0,
+                pm2_5: 1.0,
+                pm10_0: 1.0,
+                temperature: 1.0,
+                heat_index: 1.0,
+                humidity: 1.0,
+            },
+            pms_provider: "p".into(),
+            temperature_provider: "t".into(),
+            location: None,
+            measured_at: None,
+        }
+    }
+
+    fn config(retries: u32) -> BatchConfig {
+        BatchConfig {
+            max_rows: 4,
+            max_delay: Duration::from_millis(5),
+            queue: 16,
+            retries,
+            retry_backoff: Duration::from_millis(1),
+        }
+    }
+
+    async fn submit_many(writer: &BatchWriter, count: usize) -> Vec<Result<Receipt, WriteError>> {
+        let uploads =
+            (0..count).map(|_| writer.submit(DeviceUuid::generate(), Utc::now(), reading()));
+        futures_util::future::join_all(uploads).await
+    }
+
+    #[tokio::test]
+    async fn a_retried_failure_is_invisible_to_uploads() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = Flaky {
+            failures: 2,
+            written: Arc::clone(&written),
+            next: 1,
+        };
+        let (writer, guard) = BatchWriter::start(Box::new(sink), config(2)).expect("writer");
+        let receipts = submit_many(&writer, 3).await;
+        drop(writer);
+        guard.join().await;
+        let mut ids: Vec<u64> = receipts
+            .into_iter()
+            .map(|r| r.expect("stored").id.get())
+            .collect();
+        ids.sort_unstable();
+        let mut stored = written.lock().expect("lock").clone();
+        stored.sort_unstable();
+        assert_eq!(ids, stored);
+    }
+
+    #[tokio::test]
+    async fn a_lasting_failure_answers_every_upload_with_an_error() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = Flaky {
+            failures: usize::MAX,
+            written: Arc::clone(&written),
+            next: 1,
+        };
+        let (writer, guard) = BatchWriter::start(Box::new(sink), config(1)).expect("writer");
+        let receipts = submit_many(&writer, 6).await;
+        drop(writer);
+        guard.join().await;
+        assert!(receipts
+            .iter()
+            .all(|r| matches!(r, Err(WriteError::Failed(_)))));
+        assert!(written.lock().expect("lock").is_empty());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_handle_drains_the_queue_first() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = Flaky {
+            failures: 0,
+            written: Arc::clone(&written),
+            next: 1,
+        };
+        let (writer, guard) = BatchWriter::start(Box::new(sink), config(0)).expect("writer");
+        let receipts = submit_many(&writer, 10).await;
+        drop(writer);
+        guard.join().await;
+        assert_eq!(receipts.iter().filter(|r| r.is_ok()).count(), 10);
+        assert_eq!(written.lock().expect("lock").len(), 10);
+    }
+}
