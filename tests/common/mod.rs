@@ -135,6 +135,74 @@ impl TestApp {
     }
 }
 
+/// A valid upload body: every required field, no location, no `measured_at`.
+pub fn sample() -> Value {
+    json!({
+        "aqi": 42,
+        "pms_data": { "pm1_0": 5.0, "pm2_5": 10.0, "pm10_0": 15.0, "provider": "PMS5003" },
+        "temperature_data": {
+            "temperature": 21.5,
+            "heat_index": 22.0,
+            "humidity": 40.0,
+            "provider": "BME280"
+        }
+    })
+}
+
+/// [`sample`] with the given aqi, pm2_5 and temperature.
+pub fn sample_with(aqi: i64, pm2_5: f64, temperature: f64) -> Value {
+    let mut body = sample();
+    body["aqi"] = json!(aqi);
+    body["pms_data"]["pm2_5"] = json!(pm2_5);
+    body["temperature_data"]["temperature"] = json!(temperature);
+    body
+}
+
+/// `body` with a location.
+pub fn located(mut body: Value, lat: f64, lon: f64) -> Value {
+    body["location"] = json!({ "lat": lat, "lon": lon, "provider": "phone-gps" });
+    body
+}
+
+/// `body` stamped `measured_at` = `at`.
+pub fn measured(mut body: Value, at: chrono::DateTime<Utc>) -> Value {
+    body["measured_at"] = json!(at.to_rfc3339());
+    body
+}
+
+impl TestApp {
+    /// `POST /data` with the credentials of `device` (a registration's `data`).
+    pub async fn upload(&self, device: &Value, body: &Value) -> Response {
+        self.client
+            .post(self.url("/data"))
+            .header("x-device-id", device["device_id"].as_str().expect("device_id"))
+            .header("x-device-key", device["device_key"].as_str().expect("device_key"))
+            .json(body)
+            .send()
+            .await
+            .expect("request sent")
+    }
+
+    /// Uploads and expects 201; returns the receipt's `data`.
+    pub async fn upload_ok(&self, device: &Value, body: &Value) -> Value {
+        let response = self.upload(device, body).await;
+        assert_eq!(response.status(), 201, "upload accepted");
+        response.json::<Value>().await.expect("json")["data"].clone()
+    }
+
+    /// `GET` an API path without credentials.
+    pub async fn get_public(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.expect("request sent")
+    }
+
+    /// The `data` of a 200 JSON answer to `GET path` as `owner`.
+    pub async fn data_as(&self, owner: &str, path: &str) -> Value {
+        let response = self.get_as(owner, path).await;
+        assert_eq!(response.status(), 200, "GET {path}");
+        response.json::<Value>().await.expect("json")["data"].clone()
+    }
+}
+
 impl Drop for TestApp {
     fn drop(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
