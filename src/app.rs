@@ -18,6 +18,8 @@ use crate::config::Config;
 use crate::http::public::map_cache;
 use crate::http::{server, AppState};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
+use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
+use crate::store::postgres::{self, PostgresDevices};
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
 use crate::store::{DeviceStore, StoreError};
 
@@ -50,10 +52,12 @@ pub enum StartError {
 /// A server that is bound and ready to run.
 #[derive(Debug)]
 pub struct Application {
-    listener: TcpListener,
+    socket: TcpListener,
     address: SocketAddr,
     state: Arc<AppState>,
     writer: WriterGuard,
+    /// Cross-process credential invalidation (PostgreSQL only); stops when dropped.
+    _listener: Option<ListenerGuard>,
 }
 
 impl Application {
@@ -70,13 +74,20 @@ impl Application {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
         let db = Sqlite::open(&config.data_dir, config.sqlite_busy_timeout)?;
-        let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(Arc::clone(&db)));
+        let (devices, device_keys, listener) = match &config.postgres_url {
+            Some(url) => postgres_devices(url).await?,
+            None => {
+                let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(Arc::clone(&db)));
+                let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), true));
+                (devices, keys, None)
+            }
+        };
         let sink = SqliteReadingSink::open(Arc::clone(&db))?;
         let (batch_writer, writer) =
             BatchWriter::start(Box::new(sink), config.batch).map_err(StartError::Writer)?;
         let state = Arc::new(AppState {
             auth,
-            device_keys: DeviceKeys::new(Arc::clone(&devices)),
+            device_keys,
             devices,
             readings: Arc::new(SqliteReadings::new(db)),
             writer: batch_writer,
@@ -84,22 +95,18 @@ impl Application {
             map_ttl: config.map_cache_ttl,
             clock,
         });
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| StartError::Bind {
-                    address: config.listen,
-                    source,
-                })?;
-        let address = listener.local_addr().map_err(|source| StartError::Bind {
+        let bind_error = |source| StartError::Bind {
             address: config.listen,
             source,
-        })?;
+        };
+        let socket = TcpListener::bind(config.listen).await.map_err(bind_error)?;
+        let address = socket.local_addr().map_err(bind_error)?;
         Ok(Self {
-            listener,
+            socket,
             address,
             state,
             writer,
+            _listener: listener,
         })
     }
 
@@ -113,8 +120,28 @@ impl Application {
         tracing::info!(address = %self.address, "airq listening");
         // `serve` drops the last handle to the state, and with it the batch writer's queue, once
         // every connection is done; the writer then commits what it holds and stops.
-        server::serve(self.listener, self.state, shutdown).await;
+        server::serve(self.socket, self.state, shutdown).await;
         self.writer.join().await;
         tracing::info!("airq stopped");
     }
+}
+
+/// The PostgreSQL device store, a credential cache that distrusts itself until the cross-process
+/// listener is up, and that listener.
+async fn postgres_devices(
+    url: &str,
+) -> Result<(Arc<dyn DeviceStore>, Arc<DeviceKeys>, Option<ListenerGuard>), StartError> {
+    let (pool, pg_config) = postgres::connect(url).await?;
+    let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool));
+    let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), false));
+    let evictions = Arc::clone(&keys);
+    let listener = listener::spawn(
+        pg_config,
+        Arc::new(move |event| match event {
+            CredentialEvents::Trust => evictions.reset(true),
+            CredentialEvents::Distrust => evictions.reset(false),
+            CredentialEvents::Evict(device_id) => evictions.evict(&device_id),
+        }),
+    );
+    Ok((devices, keys, Some(listener)))
 }

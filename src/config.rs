@@ -40,6 +40,9 @@ pub struct ServeArgs {
     /// Directory for the embedded database and the local token issuer's secret.
     #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
     pub data_dir: PathBuf,
+    /// Keep device metadata in this PostgreSQL database instead of the data dir's SQLite file.
+    #[arg(long, env = "AIRQ_POSTGRES_URL", hide_env_values = true)]
+    pub postgres_url: Option<String>,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,
@@ -144,6 +147,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Data directory (embedded database, local issuer secret).
     pub data_dir: PathBuf,
+    /// Device metadata in PostgreSQL instead of SQLite.
+    pub postgres_url: Option<String>,
     /// Owner token verification.
     pub owner_auth: OwnerAuth,
     /// Required `iss` for external tokens.
@@ -168,6 +173,7 @@ impl From<ServeArgs> for Config {
         Self {
             listen: args.listen,
             data_dir: args.data_dir,
+            postgres_url: args.postgres_url,
             owner_auth,
             auth_issuer: args.auth_issuer,
             auth_audience: args.auth_audience,

@@ -4,15 +4,16 @@
 //! The cache never outlives a credential: rotating a key or deleting a device evicts the entry at
 //! once, and a lookup that raced with such an eviction does not put its (possibly stale) result
 //! into the cache, because every eviction bumps a generation that the lookup checks before
-//! inserting.
+//! inserting. With several processes (PostgreSQL), evictions also arrive from the others through
+//! the store's listener; while that listener is down the cache is distrusted and bypassed.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use moka::sync::Cache;
 
-use crate::domain::{DeviceId, DeviceUuid, OwnerId};
+use crate::domain::{DeviceId, DeviceUuid};
 use crate::store::{DeviceCredentials, DeviceStore, StoreError};
 
 const CAPACITY: u64 = 200_000;
@@ -42,11 +43,13 @@ pub struct DeviceKeys {
     store: Arc<dyn DeviceStore>,
     cache: Cache<DeviceId, Arc<DeviceCredentials>>,
     generation: AtomicU64,
+    trusted: AtomicBool,
 }
 
 impl DeviceKeys {
-    /// A verifier over `store`.
-    pub fn new(store: Arc<dyn DeviceStore>) -> Self {
+    /// A verifier over `store`; `trusted` says whether the cache may be used from the start
+    /// (true for a single process; false until a cross-process listener is up).
+    pub fn new(store: Arc<dyn DeviceStore>, trusted: bool) -> Self {
         Self {
             store,
             cache: Cache::builder()
@@ -54,6 +57,7 @@ impl DeviceKeys {
                 .time_to_idle(IDLE)
                 .build(),
             generation: AtomicU64::new(0),
+            trusted: AtomicBool::new(trusted),
         }
     }
 
@@ -64,7 +68,13 @@ impl DeviceKeys {
         key: &str,
     ) -> Result<AuthenticatedDevice, DeviceAuthError> {
         let device_id = DeviceId::parse(device_id).ok_or(DeviceAuthError::Refused)?;
-        let credentials = match self.cache.get(&device_id) {
+        let trusted = self.trusted.load(Ordering::Acquire);
+        let cached = if trusted {
+            self.cache.get(&device_id)
+        } else {
+            None
+        };
+        let credentials = match cached {
             Some(credentials) => credentials,
             None => {
                 let generation = self.generation.load(Ordering::Acquire);
@@ -74,7 +84,7 @@ impl DeviceKeys {
                         .await?
                         .ok_or(DeviceAuthError::Refused)?,
                 );
-                if self.generation.load(Ordering::Acquire) == generation {
+                if trusted && self.generation.load(Ordering::Acquire) == generation {
                     self.cache.insert(device_id, Arc::clone(&credentials));
                 }
                 credentials
@@ -93,10 +103,11 @@ impl DeviceKeys {
         self.cache.invalidate(device_id);
     }
 
-    /// The owner of a cached device, if cached (for diagnostics and tests of the cache).
-    pub fn cached_owner(&self, device_id: &DeviceId) -> Option<OwnerId> {
-        self.cache
-            .get(device_id)
-            .map(|credentials| credentials.owner.clone())
+    /// Clears the cache and says whether it may be used from now on (it may not while
+    /// invalidations from other processes could be missed).
+    pub fn reset(&self, trusted: bool) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.trusted.store(trusted, Ordering::Release);
+        self.cache.invalidate_all();
     }
 }

@@ -10,9 +10,11 @@ impl OwnerId {
     /// Longest `sub` accepted.
     pub const MAX_LEN: usize = 255;
 
-    /// An owner from a token's `sub`; `None` when it is empty or too long.
+    /// An owner from a token's `sub`; `None` when it is empty, too long, or holds control
+    /// characters (which some stores cannot even hold: PostgreSQL text refuses NUL).
     pub fn parse(sub: &str) -> Option<Self> {
-        (!sub.is_empty() && sub.len() <= Self::MAX_LEN).then(|| Self(sub.to_owned()))
+        (!sub.is_empty() && sub.len() <= Self::MAX_LEN && !sub.chars().any(char::is_control))
+            .then(|| Self(sub.to_owned()))
     }
 
     /// The identifier as stored.

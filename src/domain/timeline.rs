@@ -383,7 +383,12 @@ fn parse_date(params: &QueryParams<'_>, name: &str, errors: &mut FieldErrors) ->
             None
         }
         Some(text) => {
-            let parsed = (text.len() == 10)
+            let shaped = text.len() == 10
+                && text.bytes().enumerate().all(|(at, byte)| match at {
+                    4 | 7 => byte == b'-',
+                    _ => byte.is_ascii_digit(),
+                });
+            let parsed = shaped
                 .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
                 .flatten();
             if parsed.is_none() {

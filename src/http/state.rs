@@ -14,8 +14,8 @@ use crate::store::{DeviceStore, ReadingStore};
 pub struct AppState {
     /// Owner token verification.
     pub auth: Authenticator,
-    /// Device key verification (cached).
-    pub device_keys: DeviceKeys,
+    /// Device key verification (cached; shared with the cross-process invalidation listener).
+    pub device_keys: Arc<DeviceKeys>,
     /// Device metadata.
     pub devices: Arc<dyn DeviceStore>,
     /// Reading queries.

@@ -1,6 +1,7 @@
 //! Storage, behind small traits: the only module that speaks SQL.
 //!
 //! - [`DeviceStore`]: device metadata and credentials (embedded SQLite, or PostgreSQL).
+//!   Implementations: [`sqlite::SqliteDevices`], [`postgres::PostgresDevices`].
 //! - [`ReadingSink`]: writes batches of readings, all or nothing; owned by the
 //!   [`batch_writer`], the only writer of readings in a process.
 //! - [`ReadingStore`]: reads readings back (current window, calendar buckets, latest samples).
@@ -10,6 +11,7 @@
 //! every one of them into an opaque 500 and logs the cause chain.
 
 pub mod batch_writer;
+pub mod postgres;
 pub mod reads;
 pub mod sqlite;
 
@@ -27,6 +29,15 @@ pub enum StoreError {
     /// The embedded database failed.
     #[error("embedded database")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed.
+    #[error("postgres")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// No pooled PostgreSQL connection could be had.
+    #[error("postgres pool")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// A backend's configuration is unusable.
+    #[error("configuration: {0}")]
+    Config(String),
     /// The data directory could not be prepared.
     #[error("data directory {path}")]
     DataDir {

@@ -1,0 +1,267 @@
+//! [`DeviceStore`] on PostgreSQL.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{GenericClient, Pool};
+use tokio_postgres::Row;
+
+use super::CREDENTIALS_CHANNEL;
+use crate::domain::{
+    Device, DeviceFlags, DeviceId, DeviceName, DevicePatch, DeviceUuid, KeyHash, OwnerId,
+};
+use crate::store::{DeviceCredentials, DeviceStore, StoreError};
+
+const COLUMNS: &str =
+    "id, device_id, owner, name, is_public, is_location_public, is_outdoor, created_at, updated_at";
+
+/// Devices in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PostgresDevices {
+    pool: Pool,
+}
+
+impl PostgresDevices {
+    /// Devices in the database behind `pool` (schema already applied by [`super::connect`]).
+    pub fn new(pool: Pool) -> Self {
+        Self { pool }
+    }
+}
+
+fn device(row: &Row) -> Result<Device, StoreError> {
+    let device_id: String = row.try_get(1)?;
+    let owner: String = row.try_get(2)?;
+    Ok(Device {
+        id: DeviceUuid::from_uuid(row.try_get(0)?),
+        device_id: DeviceId::parse(&device_id)
+            .ok_or_else(|| StoreError::Corrupt(format!("device_id {device_id:?}")))?,
+        owner: OwnerId::parse(&owner).ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
+        name: DeviceName::from_stored(row.try_get(3)?),
+        flags: DeviceFlags {
+            is_public: row.try_get(4)?,
+            is_location_public: row.try_get(5)?,
+            is_outdoor: row.try_get(6)?,
+        },
+        created_at: row.try_get(7)?,
+        updated_at: row.try_get(8)?,
+    })
+}
+
+fn devices(rows: &[Row]) -> Result<Vec<Device>, StoreError> {
+    rows.iter().map(device).collect()
+}
+
+async fn select_one(
+    client: &impl GenericClient,
+    owner: &OwnerId,
+    id: DeviceUuid,
+) -> Result<Option<Device>, StoreError> {
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM devices WHERE id = $1 AND owner = $2"
+        ))
+        .await?;
+    let row = client
+        .query_opt(&statement, &[&id.as_uuid(), &owner.as_str()])
+        .await?;
+    row.as_ref().map(device).transpose()
+}
+
+/// Announces a credential change to every process; delivered when the transaction commits.
+async fn announce(client: &impl GenericClient, device_id: &DeviceId) -> Result<(), StoreError> {
+    client
+        .execute(
+            "SELECT pg_notify($1, $2)",
+            &[&CREDENTIALS_CHANNEL, &device_id.as_str()],
+        )
+        .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl DeviceStore for PostgresDevices {
+    async fn create(&self, device: &Device, key_hash: KeyHash) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "INSERT INTO devices ({COLUMNS}, key_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            ))
+            .await?;
+        client
+            .execute(
+                &statement,
+                &[
+                    &device.id.as_uuid(),
+                    &device.device_id.as_str(),
+                    &device.owner.as_str(),
+                    &device.name.as_str(),
+                    &device.flags.is_public,
+                    &device.flags.is_location_public,
+                    &device.flags.is_outdoor,
+                    &device.created_at,
+                    &device.updated_at,
+                    &key_hash.as_bytes().as_slice(),
+                ],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn list(&self, owner: &OwnerId) -> Result<Vec<Device>, StoreError> {
+        let client = self.pool.get().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM devices WHERE owner = $1 ORDER BY created_at, id"
+            ))
+            .await?;
+        devices(&client.query(&statement, &[&owner.as_str()]).await?)
+    }
+
+    async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        let client = self.pool.get().await?;
+        select_one(&client, owner, id).await
+    }
+
+    async fn find(&self, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        let client = self.pool.get().await?;
+        let statement = client
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM devices WHERE id = $1"))
+            .await?;
+        let row = client.query_opt(&statement, &[&id.as_uuid()]).await?;
+        row.as_ref().map(device).transpose()
+    }
+
+    async fn update(
+        &self,
+        owner: &OwnerId,
+        id: DeviceUuid,
+        patch: &DevicePatch,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let mut client = self.pool.get().await?;
+        let transaction = client.transaction().await?;
+        let Some(current) = select_one(&transaction, owner, id).await? else {
+            return Ok(None);
+        };
+        if patch.is_empty() {
+            return Ok(Some(current));
+        }
+        let flags = patch.apply_to(current.flags);
+        let name = patch.name.as_ref().unwrap_or(&current.name);
+        let statement = transaction
+            .prepare_cached(&format!(
+                "UPDATE devices SET name = $1, is_public = $2, is_location_public = $3, is_outdoor = $4, \
+                 updated_at = $5 WHERE id = $6 RETURNING {COLUMNS}"
+            ))
+            .await?;
+        let row = transaction
+            .query_one(
+                &statement,
+                &[
+                    &name.as_str(),
+                    &flags.is_public,
+                    &flags.is_location_public,
+                    &flags.is_outdoor,
+                    &now,
+                    &id.as_uuid(),
+                ],
+            )
+            .await?;
+        let updated = device(&row)?;
+        transaction.commit().await?;
+        Ok(Some(updated))
+    }
+
+    async fn rotate_key(
+        &self,
+        owner: &OwnerId,
+        id: DeviceUuid,
+        key_hash: KeyHash,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Device>, StoreError> {
+        let mut client = self.pool.get().await?;
+        let transaction = client.transaction().await?;
+        let statement = transaction
+            .prepare_cached(&format!(
+                "UPDATE devices SET key_hash = $1, updated_at = $2 WHERE id = $3 AND owner = $4 RETURNING {COLUMNS}"
+            ))
+            .await?;
+        let row = transaction
+            .query_opt(
+                &statement,
+                &[
+                    &key_hash.as_bytes().as_slice(),
+                    &now,
+                    &id.as_uuid(),
+                    &owner.as_str(),
+                ],
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let rotated = device(&row)?;
+        announce(&transaction, &rotated.device_id).await?;
+        transaction.commit().await?;
+        Ok(Some(rotated))
+    }
+
+    async fn map_members(&self) -> Result<Vec<Device>, StoreError> {
+        let client = self.pool.get().await?;
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM devices WHERE is_public AND is_location_public ORDER BY created_at, id"
+            ))
+            .await?;
+        devices(&client.query(&statement, &[]).await?)
+    }
+
+    async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
+        let mut client = self.pool.get().await?;
+        let transaction = client.transaction().await?;
+        let statement = transaction
+            .prepare_cached(&format!(
+                "DELETE FROM devices WHERE id = $1 AND owner = $2 RETURNING {COLUMNS}"
+            ))
+            .await?;
+        let row = transaction
+            .query_opt(&statement, &[&id.as_uuid(), &owner.as_str()])
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let deleted = device(&row)?;
+        announce(&transaction, &deleted.device_id).await?;
+        transaction.commit().await?;
+        Ok(Some(deleted))
+    }
+
+    async fn credentials(
+        &self,
+        device_id: &DeviceId,
+    ) -> Result<Option<DeviceCredentials>, StoreError> {
+        let client = self.pool.get().await?;
+        let statement = client
+            .prepare_cached("SELECT id, owner, key_hash FROM devices WHERE device_id = $1")
+            .await?;
+        let Some(row) = client.query_opt(&statement, &[&device_id.as_str()]).await? else {
+            return Ok(None);
+        };
+        let owner: String = row.try_get(1)?;
+        let hash: Vec<u8> = row.try_get(2)?;
+        let hash: [u8; 32] = hash
+            .try_into()
+            .map_err(|_| StoreError::Corrupt(format!("key hash of {device_id}")))?;
+        Ok(Some(DeviceCredentials {
+            id: DeviceUuid::from_uuid(row.try_get(0)?),
+            owner: OwnerId::parse(&owner)
+                .ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
+            key_hash: KeyHash::from_bytes(hash),
+        }))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        client.simple_query("SELECT 1").await?;
+        Ok(())
+    }
+}

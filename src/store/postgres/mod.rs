@@ -1,0 +1,54 @@
+//! The production device store: PostgreSQL through tokio-postgres and a deadpool pool.
+//!
+//! Several airq processes share one database. The schema is applied at start under an advisory
+//! lock, so processes starting together do not race. Rotating a key or deleting a device sends a
+//! `NOTIFY` in the same transaction; every process `LISTEN`s ([`listener`]) and evicts its cached
+//! credentials when the notification arrives.
+
+mod devices;
+pub mod listener;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::StoreError;
+
+pub use devices::PostgresDevices;
+
+/// The schema, applied in order at every start.
+const SCHEMA: &[&str] = &[include_str!("../../../schema/postgres/001_devices.sql")];
+
+/// Serialises schema changes of concurrent starts (an arbitrary, fixed advisory lock key).
+const SCHEMA_LOCK: i64 = 0x6169_7271_0001;
+
+/// Connections kept by one process.
+const POOL_SIZE: usize = 16;
+
+/// The channel on which credential changes are announced; the payload is the `device_id`.
+pub const CREDENTIALS_CHANNEL: &str = "airq_device_credentials";
+
+/// A pool of connections to the device database, schema applied.
+pub async fn connect(url: &str) -> Result<(Pool, tokio_postgres::Config), StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(StoreError::Postgres)?;
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .build()
+        .map_err(|error| StoreError::Config(error.to_string()))?;
+    let mut client = pool.get().await?;
+    let transaction = client.transaction().await?;
+    transaction
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await?;
+    for script in SCHEMA {
+        transaction.batch_execute(script).await?;
+    }
+    transaction.commit().await?;
+    Ok((pool, config))
+}
