@@ -2,9 +2,10 @@
 //!
 //! Credentials are cached (moka) so the upload path does not query the device store per request.
 //! The cache never outlives a credential: rotating a key or deleting a device evicts the entry at
-//! once, and a lookup that raced with such an eviction does not put its (possibly stale) result
-//! into the cache, because every eviction bumps a generation that the lookup checks before
-//! inserting. With several processes (PostgreSQL), evictions also arrive from the others through
+//! once. A lookup that raced with an eviction may still put its (possibly stale) result into the
+//! cache, so every entry carries the generation it was loaded in, every eviction bumps the
+//! generation, and an entry of an older generation counts as a miss. Evictions are rare (key
+//! rotation, deletion), so the refetches they cause cost little. With several processes (PostgreSQL), evictions also arrive from the others through
 //! the store's listener; while that listener is down the cache is distrusted and bypassed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,7 +42,7 @@ pub struct AuthenticatedDevice {
 #[derive(Debug)]
 pub struct DeviceKeys {
     store: Arc<dyn DeviceStore>,
-    cache: Cache<DeviceId, Arc<DeviceCredentials>>,
+    cache: Cache<DeviceId, (Arc<DeviceCredentials>, u64)>,
     generation: AtomicU64,
     trusted: AtomicBool,
 }
@@ -68,24 +69,24 @@ impl DeviceKeys {
         key: &str,
     ) -> Result<AuthenticatedDevice, DeviceAuthError> {
         let device_id = DeviceId::parse(device_id).ok_or(DeviceAuthError::Refused)?;
+        let generation = self.generation.load(Ordering::Acquire);
         let trusted = self.trusted.load(Ordering::Acquire);
-        let cached = if trusted {
-            self.cache.get(&device_id)
-        } else {
-            None
-        };
+        let cached = self
+            .cache
+            .get(&device_id)
+            .filter(|(_, loaded_in)| trusted && *loaded_in == generation);
         let credentials = match cached {
-            Some(credentials) => credentials,
+            Some((credentials, _)) => credentials,
             None => {
-                let generation = self.generation.load(Ordering::Acquire);
                 let credentials = Arc::new(
                     self.store
                         .credentials(&device_id)
                         .await?
                         .ok_or(DeviceAuthError::Refused)?,
                 );
-                if trusted && self.generation.load(Ordering::Acquire) == generation {
-                    self.cache.insert(device_id, Arc::clone(&credentials));
+                if trusted {
+                    self.cache
+                        .insert(device_id, (Arc::clone(&credentials), generation));
                 }
                 credentials
             }

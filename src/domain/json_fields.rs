@@ -193,10 +193,17 @@ impl JsonScalar for f64 {
 
 impl JsonScalar for i64 {
     const EXPECTED: &'static str = "an integer";
+    /// Integers, and numbers without a fraction such as `42.0` (many JSON encoders write every
+    /// number as a float).
     fn from_json(value: &OwnedValue) -> Option<Self> {
         match value {
             OwnedValue::Static(StaticNode::I64(i)) => Some(*i),
             OwnedValue::Static(StaticNode::U64(u)) => i64::try_from(*u).ok(),
+            OwnedValue::Static(StaticNode::F64(f))
+                if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 =>
+            {
+                Some(*f as i64)
+            }
             _ => None,
         }
     }

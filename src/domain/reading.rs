@@ -13,6 +13,12 @@ pub const MAX_PROVIDER_CHARS: usize = 50;
 pub const MAX_AGE: TimeDelta = TimeDelta::days(366);
 /// How far in the future a `measured_at` may lie (device clocks drift).
 pub const MAX_AHEAD: TimeDelta = TimeDelta::minutes(5);
+/// Highest accepted AQI: every scale in use stays far below, and sums of many samples stay exact.
+pub const MAX_AQI: i64 = 10_000;
+/// Highest accepted particulate concentration, µg/m³ (sensors saturate far below).
+pub const MAX_PM: f64 = 100_000.0;
+/// Largest accepted magnitude of a temperature or heat index (any unit in use).
+pub const MAX_TEMPERATURE: f64 = 1_000.0;
 
 /// The seven measured values of a sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,10 +72,11 @@ impl Reading {
         let Some(root) = JsonObject::root(body, &mut errors) else {
             return Err(errors);
         };
-        let aqi = root.required::<i64>("aqi", &mut errors);
-        if let Some(aqi) = aqi {
-            at_least(&root.name("aqi"), aqi as f64, 0.0, &mut errors);
-        }
+        let aqi = root.required::<i64>("aqi", &mut errors).filter(|aqi| {
+            let name = root.name("aqi");
+            at_least(&name, *aqi as f64, 0.0, &mut errors)
+                & at_most(&name, *aqi as f64, MAX_AQI as f64, &mut errors)
+        });
 
         let pms = root.required_object("pms_data", &mut errors);
         let (pm1_0, pm2_5, pm10_0, pms_provider) = match &pms {
@@ -92,8 +99,8 @@ impl Reading {
                     at_most(&name, humidity, 100.0, &mut errors);
                 }
                 (
-                    climate.required::<f64>("temperature", &mut errors),
-                    climate.required::<f64>("heat_index", &mut errors),
+                    bounded(climate, "temperature", MAX_TEMPERATURE, &mut errors),
+                    bounded(climate, "heat_index", MAX_TEMPERATURE, &mut errors),
                     humidity,
                     provider(climate, &mut errors),
                 )
@@ -206,7 +213,20 @@ fn parse_measured_at(
 
 fn non_negative(object: &JsonObject<'_>, key: &str, errors: &mut FieldErrors) -> Option<f64> {
     let value = object.required::<f64>(key, errors)?;
-    at_least(&object.name(key), value, 0.0, errors).then_some(value)
+    let name = object.name(key);
+    (at_least(&name, value, 0.0, errors) & at_most(&name, value, MAX_PM, errors)).then_some(value)
+}
+
+fn bounded(
+    object: &JsonObject<'_>,
+    key: &str,
+    magnitude: f64,
+    errors: &mut FieldErrors,
+) -> Option<f64> {
+    let value = object.required::<f64>(key, errors)?;
+    let name = object.name(key);
+    (at_least(&name, value, -magnitude, errors) & at_most(&name, value, magnitude, errors))
+        .then_some(value)
 }
 
 fn provider(object: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<String> {

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hyper::header::{HeaderValue, CACHE_CONTROL, ETAG, IF_NONE_MATCH};
+use hyper::header::{
+    HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_MAX_AGE, CACHE_CONTROL, ETAG, IF_NONE_MATCH,
+};
 use hyper::{HeaderMap, StatusCode};
 use serde::Serialize;
 
@@ -53,6 +56,23 @@ impl Rendered {
         headers.insert(CACHE_CONTROL, cache_control);
         response
     }
+}
+
+/// The answer to a CORS preflight: widgets may `GET` with `If-None-Match` from any origin (the
+/// origin header itself is added by the server to every public answer).
+pub fn preflight() -> Response {
+    let mut response = respond::empty(StatusCode::NO_CONTENT);
+    let headers = response.headers_mut();
+    headers.insert(
+        ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, OPTIONS"),
+    );
+    headers.insert(
+        ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("If-None-Match"),
+    );
+    headers.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+    response
 }
 
 /// Public device routes: caches must revalidate (a device made private disappears at once), which

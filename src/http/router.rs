@@ -96,6 +96,17 @@ impl<'a> Route<'a> {
             | Self::PublicMap => "GET",
         }
     }
+
+    /// Whether browsers on any origin may read the route (and so may send a CORS preflight).
+    pub fn is_public(&self) -> bool {
+        matches!(
+            self,
+            Self::PublicDevice(_)
+                | Self::PublicCurrent(_)
+                | Self::PublicHistorical(_)
+                | Self::PublicMap
+        )
+    }
 }
 
 /// Routes a request to its handler.
@@ -127,6 +138,7 @@ pub async fn dispatch(request: Request, state: &AppState) -> Result<Response, Ap
         (Route::PublicCurrent(id), Method::GET) => public::current(request, state, id).await,
         (Route::PublicHistorical(id), Method::GET) => public::historical(request, state, id).await,
         (Route::PublicMap, Method::GET) => public::map(request, state).await,
+        (route, Method::OPTIONS) if route.is_public() => Ok(crate::http::public::preflight()),
         (route, _) => Err(ApiError::MethodNotAllowed {
             allow: route.allow(),
         }),

@@ -98,6 +98,8 @@ pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Resp
         .delete(&owner, id)
         .await?
         .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    state.device_keys.evict(&device.device_id);
+    state.readings.forget_device(device.id).await?;
     tracing::info!(device = %device.id, "device deleted");
     Ok(respond::empty(StatusCode::NO_CONTENT))
 }
