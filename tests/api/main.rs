@@ -1,10 +1,20 @@
-//! The black-box suite: the real server over real HTTP.
+//! The black-box suite: the real server over real HTTP, on the embedded pair (SQLite for
+//! devices and readings). `tests/api_postgres` runs the same modules on PostgreSQL.
+
+mod backend {
+    pub const PAIR: crate::common::Pair = crate::common::Pair::Embedded;
+}
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod auth;
 mod cli;
+mod current;
+mod custom;
 mod devices;
 mod errors;
+mod historical;
 mod openapi;
+mod public;
+mod upload;

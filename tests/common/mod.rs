@@ -15,6 +15,72 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 
+/// The storage pair a test binary runs the suite against (its `backend::PAIR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pair {
+    /// SQLite for devices and readings.
+    Embedded,
+    /// PostgreSQL for devices (a schema of its own per test), SQLite for readings.
+    Postgres,
+}
+
+/// A PostgreSQL schema of one test, dropped with it.
+struct TestSchema {
+    base_url: String,
+    name: String,
+    url: String,
+}
+
+impl TestSchema {
+    async fn create() -> Self {
+        let base_url = std::env::var("AIRQ_TEST_POSTGRES_URL")
+            .expect("AIRQ_TEST_POSTGRES_URL is set for the postgres pair");
+        let name = format!("airq_test_{}", uuid::Uuid::new_v4().simple());
+        let (client, connection) = tokio_postgres::connect(&base_url, tokio_postgres::NoTls)
+            .await
+            .expect("the test database accepts connections");
+        let driver = tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await
+            .expect("schema created");
+        drop(client);
+        let _ = driver.await;
+        let separator = if base_url.contains('?') { '&' } else { '?' };
+        let url = format!("{base_url}{separator}options=-csearch_path%3D{name}");
+        Self {
+            base_url,
+            name,
+            url,
+        }
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let (base_url, name) = (self.base_url.clone(), self.name.clone());
+        // Dropped from inside a runtime: do the async clean-up on a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let (client, connection) =
+                    tokio_postgres::connect(&base_url, tokio_postgres::NoTls)
+                        .await
+                        .ok()?;
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+    }
+}
+
 /// A running server with its own data directory.
 pub struct TestApp {
     /// `http://127.0.0.1:PORT`
@@ -25,24 +91,55 @@ pub struct TestApp {
     pub clock: ManualClock,
     /// The data directory (deleted when the app is dropped).
     pub data_dir: TempDir,
+    /// The PostgreSQL URL of the device store (postgres pair), shared by peers.
+    pub postgres_url: Option<String>,
     issuer: LocalIssuer,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
+    schema: Option<TestSchema>,
 }
 
 impl TestApp {
-    /// The embedded deployment with default settings.
+    /// The binary's backend pair with default settings.
     pub async fn spawn() -> Self {
         Self::spawn_with(|_| {}).await
     }
 
-    /// The embedded deployment, with the configuration adjusted first.
+    /// The binary's backend pair, with the configuration adjusted first.
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
+        let schema = match crate::backend::PAIR {
+            Pair::Embedded => None,
+            Pair::Postgres => Some(TestSchema::create().await),
+        };
+        let url = schema.as_ref().map(|schema| schema.url.clone());
         let data_dir = tempfile::tempdir().expect("temporary data dir");
+        let mut app = Self::start(data_dir, url, configure).await;
+        app.schema = schema;
+        app
+    }
+
+    /// A second process on the same device store (same PostgreSQL schema, same token secret),
+    /// with a data directory of its own.
+    pub async fn spawn_peer(&self) -> Self {
+        let data_dir = tempfile::tempdir().expect("temporary data dir");
+        std::fs::copy(
+            self.data_dir.path().join(LocalIssuer::FILE),
+            data_dir.path().join(LocalIssuer::FILE),
+        )
+        .expect("token secret copied");
+        Self::start(data_dir, self.postgres_url.clone(), |_| {}).await
+    }
+
+    async fn start(
+        data_dir: TempDir,
+        postgres_url: Option<String>,
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
         let mut config = Config::new(
             "127.0.0.1:0".parse().expect("address"),
             data_dir.path().to_owned(),
         );
+        config.postgres_url = postgres_url.clone();
         configure(&mut config);
         let clock = ManualClock::new(Utc::now());
         let app = Application::build(config, Arc::new(clock.clone()))
@@ -62,9 +159,11 @@ impl TestApp {
                 .expect("client"),
             clock,
             data_dir,
+            postgres_url,
             issuer,
             shutdown: Some(shutdown),
             server: Some(server),
+            schema: None,
         }
     }
 
@@ -175,8 +274,14 @@ impl TestApp {
     pub async fn upload(&self, device: &Value, body: &Value) -> Response {
         self.client
             .post(self.url("/data"))
-            .header("x-device-id", device["device_id"].as_str().expect("device_id"))
-            .header("x-device-key", device["device_key"].as_str().expect("device_key"))
+            .header(
+                "x-device-id",
+                device["device_id"].as_str().expect("device_id"),
+            )
+            .header(
+                "x-device-key",
+                device["device_key"].as_str().expect("device_key"),
+            )
             .json(body)
             .send()
             .await
@@ -192,7 +297,11 @@ impl TestApp {
 
     /// `GET` an API path without credentials.
     pub async fn get_public(&self, path: &str) -> Response {
-        self.client.get(self.url(path)).send().await.expect("request sent")
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
     }
 
     /// The `data` of a 200 JSON answer to `GET path` as `owner`.

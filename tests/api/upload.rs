@@ -1,0 +1,1269 @@
+//! POST /data: device credentials, body checks, validation, the receipt, and the batch writer's
+//! promises seen from outside (no 201 before the commit, all or nothing, drain on shutdown).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use airq::clock::Clock;
+use chrono::{DateTime, TimeDelta, Utc};
+use futures_util::future::join_all;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::common::{fe, field_errors, located, measured, problem, sample, sample_with, TestApp};
+
+/// The challenge of a refused upload.
+const CHALLENGE: &str = "DeviceKey realm=\"airq\"";
+/// 2^53 − 1: the largest integer JavaScript represents exactly.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+/// The body limit.
+const MAX_BODY: usize = 65_536;
+
+type FieldError = (String, String, String);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+async fn app_with_device() -> (TestApp, Value) {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "balcony").await;
+    (app, device)
+}
+
+fn device_id(device: &Value) -> &str {
+    device["device_id"].as_str().expect("device_id")
+}
+
+fn device_key(device: &Value) -> &str {
+    device["device_key"].as_str().expect("device_key")
+}
+
+fn device_uuid(device: &Value) -> &str {
+    device["id"].as_str().expect("id")
+}
+
+/// `POST /data` with exactly the given credential headers, content type and raw body.
+async fn post_data(
+    app: &TestApp,
+    id: Option<&str>,
+    key: Option<&str>,
+    content_type: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    let mut request = app.client.post(app.url("/data")).body(body);
+    if let Some(id) = id {
+        request = request.header("x-device-id", id);
+    }
+    if let Some(key) = key {
+        request = request.header("x-device-key", key);
+    }
+    if let Some(content_type) = content_type {
+        request = request.header("content-type", content_type);
+    }
+    request.send().await.expect("request sent")
+}
+
+/// `POST /data` as `device` with a raw body under `content_type`.
+async fn post_as(
+    app: &TestApp,
+    device: &Value,
+    content_type: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    post_data(
+        app,
+        Some(device_id(device)),
+        Some(device_key(device)),
+        content_type,
+        body,
+    )
+    .await
+}
+
+/// An upload through a cloned client, for spawned tasks.
+async fn upload_with(
+    client: &reqwest::Client,
+    url: &str,
+    device: &Value,
+    body: &Value,
+) -> reqwest::Response {
+    client
+        .post(url)
+        .header("x-device-id", device_id(device))
+        .header("x-device-key", device_key(device))
+        .json(body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// Checks a 401 of the upload route: challenge, problem shape.
+async fn refused(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), 401, "refused");
+    assert_eq!(
+        response
+            .headers()
+            .get("www-authenticate")
+            .expect("a challenge"),
+        CHALLENGE
+    );
+    let body = problem(response, 401).await;
+    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["instance"], "/api/v1/data");
+    body
+}
+
+/// Checks a 201 receipt and returns its id and `created_at`.
+async fn receipt(response: reqwest::Response) -> (u64, DateTime<Utc>) {
+    let status = response.status();
+    let content_type = response.headers().get("content-type").cloned();
+    let body: Value = response.json().await.expect("json body");
+    assert_eq!(status, 201, "upload accepted: {body}");
+    assert_eq!(
+        content_type.expect("content type"),
+        "application/json",
+        "receipt media type"
+    );
+    let data = body["data"].as_object().expect("data object");
+    let mut keys: Vec<&str> = data.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["created_at", "id"], "receipt fields: {body}");
+    let id = data["id"].as_u64().expect("integer id");
+    assert!((1..=MAX_SAFE_INTEGER).contains(&id), "id in range: {id}");
+    let created_at = data["created_at"].as_str().expect("created_at string");
+    let created_at = DateTime::parse_from_rfc3339(created_at)
+        .unwrap_or_else(|_| panic!("created_at is RFC 3339: {created_at}"))
+        .with_timezone(&Utc);
+    (id, created_at)
+}
+
+async fn accepted(app: &TestApp, device: &Value, body: &Value) -> (u64, DateTime<Utc>) {
+    let response = app.upload(device, body).await;
+    let status = response.status();
+    if status != 201 {
+        let text = response.text().await.unwrap_or_default();
+        panic!("{body} should be accepted, got {status}: {text}");
+    }
+    receipt(response).await
+}
+
+/// The field errors of a 422 answer to uploading `body`.
+async fn rejected(app: &TestApp, device: &Value, body: &Value) -> Vec<FieldError> {
+    let response = app.upload(device, body).await;
+    let status = response.status();
+    assert_eq!(status, 422, "{body} should be rejected");
+    let problem_body = problem(response, 422).await;
+    assert_eq!(problem_body["type"], "urn:airq:problem:validation");
+    assert_eq!(problem_body["instance"], "/api/v1/data");
+    field_errors(&problem_body)
+}
+
+fn sorted(mut errors: Vec<FieldError>) -> Vec<FieldError> {
+    errors.sort();
+    errors
+}
+
+/// The value at a dotted path (which must exist up to its parent).
+fn parent_of<'a>(body: &'a mut Value, path: &'a str) -> (&'a mut Value, &'a str) {
+    let mut parts: Vec<&str> = path.split('.').collect();
+    let last = parts.pop().expect("a path");
+    let mut target = body;
+    for part in parts {
+        target = &mut target[part];
+    }
+    (target, last)
+}
+
+/// `body` without the field at `path`.
+fn without(mut body: Value, path: &str) -> Value {
+    let (parent, key) = parent_of(&mut body, path);
+    parent
+        .as_object_mut()
+        .expect("an object")
+        .remove(key)
+        .unwrap_or_else(|| panic!("{path} was present"));
+    body
+}
+
+/// `body` with the field at `path` set to `value`.
+fn with(mut body: Value, path: &str, value: Value) -> Value {
+    let (parent, key) = parent_of(&mut body, path);
+    parent[key] = value;
+    body
+}
+
+/// The receipt ids stored in the `readings` table of the data dir's database, ascending.
+fn stored_ids(data_dir: &Path) -> Vec<u64> {
+    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
+    let mut statement = connection
+        .prepare("SELECT id FROM readings ORDER BY id")
+        .expect("prepare");
+    let ids = statement
+        .query_map([], |row| row.get::<_, i64>(0))
+        .expect("query")
+        .map(|id| u64::try_from(id.expect("row")).expect("positive id"))
+        .collect();
+    ids
+}
+
+async fn sample_count(app: &TestApp, device: &Value) -> u64 {
+    let current = app
+        .data_as(
+            "alice",
+            &format!("/devices/{}/current", device_uuid(device)),
+        )
+        .await;
+    current["sample_count"].as_u64().expect("sample_count")
+}
+
+async fn rotate(app: &TestApp, device: &Value) -> Value {
+    let response = app
+        .owner_request(
+            Method::POST,
+            &format!("/devices/{}/rotate-key", device_uuid(device)),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 200, "rotation");
+    let rotated = response.json::<Value>().await.expect("json")["data"].clone();
+    assert_ne!(rotated["device_key"], device["device_key"], "a new key");
+    assert_eq!(rotated["device_id"], device["device_id"]);
+    rotated
+}
+
+async fn delete(app: &TestApp, device: &Value) {
+    let response = app
+        .owner_request(
+            Method::DELETE,
+            &format!("/devices/{}", device_uuid(device)),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 204, "deletion");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Success
+
+#[tokio::test]
+async fn an_upload_is_201_with_a_receipt() {
+    let (app, device) = app_with_device().await;
+    let (first, _) = accepted(&app, &device, &sample()).await;
+    let (second, _) = accepted(&app, &device, &sample()).await;
+    assert_ne!(first, second, "every reading has its own id");
+}
+
+#[tokio::test]
+async fn without_measured_at_created_at_is_the_server_clock() {
+    let (app, device) = app_with_device().await;
+    let now: DateTime<Utc> = "2026-03-01T12:34:56.789123Z".parse().expect("instant");
+    app.clock.set(now);
+    let (_, created_at) = accepted(&app, &device, &sample()).await;
+    assert_eq!(created_at.timestamp_millis(), now.timestamp_millis());
+    app.clock.advance(TimeDelta::minutes(7));
+    let (_, later) = accepted(&app, &device, &sample()).await;
+    assert_eq!(
+        later.timestamp_millis(),
+        (now + TimeDelta::minutes(7)).timestamp_millis()
+    );
+}
+
+#[tokio::test]
+async fn with_measured_at_created_at_is_measured_at() {
+    let (app, device) = app_with_device().await;
+    let now = app.clock.now();
+    let at = DateTime::from_timestamp_millis(now.timestamp_millis()).expect("ms")
+        - TimeDelta::minutes(10);
+    let (_, created_at) = accepted(&app, &device, &measured(sample(), at)).await;
+    assert_eq!(created_at, at);
+    // The same instant written with an offset is the same instant.
+    let offset = at
+        .with_timezone(&chrono::FixedOffset::east_opt(2 * 3600).expect("offset"))
+        .to_rfc3339();
+    let mut body = sample();
+    body["measured_at"] = json!(offset);
+    let (_, created_at) = accepted(&app, &device, &body).await;
+    assert_eq!(created_at, at, "{offset}");
+}
+
+#[tokio::test]
+async fn unknown_fields_are_ignored() {
+    let (app, device) = app_with_device().await;
+    let mut body = sample();
+    body["firmware"] = json!("1.2.3");
+    body["pms_data"]["pm4_0"] = json!(7.5);
+    body["temperature_data"]["pressure"] = json!({ "hpa": 1013 });
+    accepted(&app, &device, &body).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Credentials
+
+#[tokio::test]
+async fn a_missing_device_id_is_401() {
+    let (app, device) = app_with_device().await;
+    let body = sample().to_string();
+    let response = post_data(
+        &app,
+        None,
+        Some(device_key(&device)),
+        Some("application/json"),
+        body,
+    )
+    .await;
+    refused(response).await;
+}
+
+#[tokio::test]
+async fn a_missing_device_key_is_401() {
+    let (app, device) = app_with_device().await;
+    let body = sample().to_string();
+    let response = post_data(
+        &app,
+        Some(device_id(&device)),
+        None,
+        Some("application/json"),
+        body,
+    )
+    .await;
+    refused(response).await;
+    let response = post_data(
+        &app,
+        None,
+        None,
+        Some("application/json"),
+        sample().to_string(),
+    )
+    .await;
+    refused(response).await;
+}
+
+#[tokio::test]
+async fn an_unknown_device_id_is_401() {
+    let (app, device) = app_with_device().await;
+    let unknown = "dev_0123456789abcdefghijKLMN";
+    assert_eq!(unknown.len(), 28);
+    let response = post_data(
+        &app,
+        Some(unknown),
+        Some(device_key(&device)),
+        Some("application/json"),
+        sample().to_string(),
+    )
+    .await;
+    refused(response).await;
+}
+
+#[tokio::test]
+async fn a_malformed_device_id_is_401() {
+    let (app, device) = app_with_device().await;
+    let real = device_id(&device);
+    for id in [
+        "nope".to_owned(),
+        String::new(),
+        "dev_short".to_owned(),
+        format!("{real}x"),
+        real.replacen("dev_", "DEV_", 1),
+        format!("{}-", &real[..real.len() - 1]),
+    ] {
+        let response = post_data(
+            &app,
+            Some(&id),
+            Some(device_key(&device)),
+            Some("application/json"),
+            sample().to_string(),
+        )
+        .await;
+        refused(response).await;
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_401() {
+    let (app, device) = app_with_device().await;
+    let key = device_key(&device);
+    let mut altered = key.to_owned();
+    let last = altered.pop().expect("a character");
+    altered.push(if last == 'A' { 'B' } else { 'A' });
+    let wrong_keys = [
+        altered,
+        format!("sk_{}", "A".repeat(43)),
+        String::new(),
+        key[..key.len() - 1].to_owned(),
+        format!("{key}A"),
+    ];
+    for wrong in &wrong_keys {
+        let response = post_data(
+            &app,
+            Some(device_id(&device)),
+            Some(wrong),
+            Some("application/json"),
+            sample().to_string(),
+        )
+        .await;
+        refused(response).await;
+    }
+    // The right key still works afterwards (and a refused key never poisons the cache).
+    accepted(&app, &device, &sample()).await;
+}
+
+#[tokio::test]
+async fn another_devices_key_is_401() {
+    let (app, mine) = app_with_device().await;
+    let other = app.register_named("alice", "kitchen").await;
+    let strangers = app.register_named("bob", "garage").await;
+    for key_owner in [&other, &strangers] {
+        let response = post_data(
+            &app,
+            Some(device_id(&mine)),
+            Some(device_key(key_owner)),
+            Some("application/json"),
+            sample().to_string(),
+        )
+        .await;
+        refused(response).await;
+    }
+}
+
+#[tokio::test]
+async fn credentials_are_checked_before_the_body() {
+    let (app, device) = app_with_device().await;
+    let wrong = format!("sk_{}", "A".repeat(43));
+    // A wrong key with a body of the wrong type: 401, not 415.
+    let response = post_data(
+        &app,
+        Some(device_id(&device)),
+        Some(&wrong),
+        Some("text/plain"),
+        "hello",
+    )
+    .await;
+    refused(response).await;
+    // No credentials and an oversized body: 401, not 413.
+    let response = post_data(
+        &app,
+        None,
+        None,
+        Some("application/json"),
+        "x".repeat(MAX_BODY + 100),
+    )
+    .await;
+    refused(response).await;
+    // A wrong key with malformed JSON: 401, not 400.
+    let response = post_data(
+        &app,
+        Some(device_id(&device)),
+        Some(&wrong),
+        Some("application/json"),
+        "{",
+    )
+    .await;
+    refused(response).await;
+    // A wrong key with an invalid reading: 401, not 422.
+    let response = post_data(
+        &app,
+        Some(device_id(&device)),
+        Some(&wrong),
+        Some("application/json"),
+        "{}",
+    )
+    .await;
+    refused(response).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Rotation and deletion
+
+#[tokio::test]
+async fn after_rotation_the_old_key_is_refused_and_the_new_one_works() {
+    let (app, device) = app_with_device().await;
+    let rotated = rotate(&app, &device).await;
+    refused(app.upload(&device, &sample()).await).await;
+    accepted(&app, &rotated, &sample()).await;
+}
+
+#[tokio::test]
+async fn after_rotation_a_just_used_old_key_is_refused_at_once() {
+    let (app, device) = app_with_device().await;
+    // Used (and so cached) right before the rotation.
+    accepted(&app, &device, &sample()).await;
+    accepted(&app, &device, &sample()).await;
+    let rotated = rotate(&app, &device).await;
+    refused(app.upload(&device, &sample()).await).await;
+    accepted(&app, &rotated, &sample()).await;
+    // The new key's use does not bring the old one back.
+    refused(app.upload(&device, &sample()).await).await;
+    // A second rotation retires the second key as well.
+    let again = rotate(&app, &rotated).await;
+    refused(app.upload(&rotated, &sample()).await).await;
+    accepted(&app, &again, &sample()).await;
+}
+
+#[tokio::test]
+async fn after_deletion_the_key_is_refused() {
+    let (app, device) = app_with_device().await;
+    delete(&app, &device).await;
+    refused(app.upload(&device, &sample()).await).await;
+}
+
+#[tokio::test]
+async fn after_deletion_a_just_used_key_is_refused_at_once() {
+    let (app, device) = app_with_device().await;
+    // Used (and so cached) right before the deletion.
+    accepted(&app, &device, &sample()).await;
+    delete(&app, &device).await;
+    refused(app.upload(&device, &sample()).await).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Body
+
+#[tokio::test]
+async fn a_missing_or_other_content_type_is_415() {
+    let (app, device) = app_with_device().await;
+    let body = sample().to_string();
+    for content_type in [
+        None,
+        Some("text/plain"),
+        Some("application/x-www-form-urlencoded"),
+        Some("application/jsonx"),
+    ] {
+        let response = post_as(&app, &device, content_type, body.clone()).await;
+        let problem_body = problem(response, 415).await;
+        assert_eq!(problem_body["type"], "about:blank", "{content_type:?}");
+    }
+    // A charset parameter and another casing are still JSON.
+    for content_type in ["application/json; charset=utf-8", "Application/JSON"] {
+        let response = post_as(&app, &device, Some(content_type), body.clone()).await;
+        receipt(response).await;
+    }
+}
+
+/// A valid reading padded with an unknown field to exactly `total` bytes.
+fn padded(total: usize) -> String {
+    let compact = sample().to_string();
+    let prefix = format!("{},\"pad\":\"", &compact[..compact.len() - 1]);
+    let suffix = "\"}";
+    let body = format!(
+        "{prefix}{}{suffix}",
+        "x".repeat(total - prefix.len() - suffix.len())
+    );
+    assert_eq!(body.len(), total);
+    body
+}
+
+#[tokio::test]
+async fn a_body_of_64_kib_is_read_and_one_byte_more_is_413() {
+    let (app, device) = app_with_device().await;
+    let response = post_as(&app, &device, Some("application/json"), padded(MAX_BODY)).await;
+    receipt(response).await;
+    let response = post_as(
+        &app,
+        &device,
+        Some("application/json"),
+        padded(MAX_BODY + 1),
+    )
+    .await;
+    let body = problem(response, 413).await;
+    assert_eq!(body["type"], "about:blank");
+}
+
+#[tokio::test]
+async fn an_oversized_streamed_body_is_413() {
+    let (app, device) = app_with_device().await;
+    let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = (0..40)
+        .map(|_| Ok(bytes::Bytes::from(vec![b' '; 4096])))
+        .collect();
+    let stream = futures_util::stream::iter(chunks);
+    let response = post_as(
+        &app,
+        &device,
+        Some("application/json"),
+        reqwest::Body::wrap_stream(stream),
+    )
+    .await;
+    problem(response, 413).await;
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_malformed_body() {
+    let (app, device) = app_with_device().await;
+    let valid = sample().to_string();
+    for body in [
+        r#"{"aqi": 42"#.to_owned(),
+        "{aqi: 42}".to_owned(),
+        "nope".to_owned(),
+        format!("{valid} trailing"),
+        valid[..valid.len() - 1].to_owned(),
+    ] {
+        let response = post_as(&app, &device, Some("application/json"), body.clone()).await;
+        let problem_body = problem(response, 400).await;
+        assert_eq!(
+            problem_body["type"], "urn:airq:problem:malformed-body",
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_empty_body_is_400() {
+    let (app, device) = app_with_device().await;
+    for body in ["", "  \n"] {
+        let response = post_as(&app, &device, Some("application/json"), body).await;
+        let problem_body = problem(response, 400).await;
+        assert_eq!(problem_body["type"], "urn:airq:problem:malformed-body");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Validation
+
+const REQUIRED: [&str; 11] = [
+    "aqi",
+    "pms_data",
+    "pms_data.pm1_0",
+    "pms_data.pm2_5",
+    "pms_data.pm10_0",
+    "pms_data.provider",
+    "temperature_data",
+    "temperature_data.temperature",
+    "temperature_data.heat_index",
+    "temperature_data.humidity",
+    "temperature_data.provider",
+];
+
+#[tokio::test]
+async fn each_missing_required_field_is_422_required() {
+    let (app, device) = app_with_device().await;
+    for path in REQUIRED {
+        let errors = rejected(&app, &device, &without(sample(), path)).await;
+        assert_eq!(errors, [fe(path, "required", "body")], "without {path}");
+    }
+}
+
+#[tokio::test]
+async fn a_null_required_field_is_422_required() {
+    let (app, device) = app_with_device().await;
+    for path in REQUIRED {
+        let errors = rejected(&app, &device, &with(sample(), path, Value::Null)).await;
+        assert_eq!(errors, [fe(path, "required", "body")], "{path}: null");
+    }
+}
+
+#[tokio::test]
+async fn an_empty_object_lists_every_missing_top_level_field() {
+    let (app, device) = app_with_device().await;
+    let errors = rejected(&app, &device, &json!({})).await;
+    assert_eq!(
+        errors,
+        [
+            fe("aqi", "required", "body"),
+            fe("pms_data", "required", "body"),
+            fe("temperature_data", "required", "body"),
+        ]
+    );
+    // Empty nested objects list every field they lack.
+    let errors = rejected(
+        &app,
+        &device,
+        &json!({ "aqi": 1, "pms_data": {}, "temperature_data": {} }),
+    )
+    .await;
+    assert_eq!(
+        errors,
+        sorted(vec![
+            fe("pms_data.pm1_0", "required", "body"),
+            fe("pms_data.pm2_5", "required", "body"),
+            fe("pms_data.pm10_0", "required", "body"),
+            fe("pms_data.provider", "required", "body"),
+            fe("temperature_data.temperature", "required", "body"),
+            fe("temperature_data.heat_index", "required", "body"),
+            fe("temperature_data.humidity", "required", "body"),
+            fe("temperature_data.provider", "required", "body"),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_value_of_the_wrong_type_is_422_type() {
+    let (app, device) = app_with_device().await;
+    let cases = [
+        ("aqi", json!("42")),
+        ("aqi", json!(4.5)),
+        ("aqi", json!(true)),
+        ("pms_data", json!([])),
+        ("pms_data", json!("PMS5003")),
+        ("pms_data.pm2_5", json!("x")),
+        ("pms_data.pm1_0", json!([1.0])),
+        ("pms_data.provider", json!(5003)),
+        ("temperature_data", json!(21.5)),
+        ("temperature_data.humidity", json!({ "value": 40 })),
+        ("location", json!("here")),
+        ("location", json!([1.0, 2.0])),
+        ("measured_at", json!(1_700_000_000)),
+    ];
+    for (path, value) in cases {
+        let body = with(sample(), path, value.clone());
+        let errors = rejected(&app, &device, &body).await;
+        assert_eq!(errors, [fe(path, "type", "body")], "{path}: {value}");
+    }
+}
+
+#[tokio::test]
+async fn every_problem_is_listed_at_once() {
+    let (app, device) = app_with_device().await;
+    let mut body = sample();
+    body["aqi"] = json!("42");
+    body["pms_data"]["pm2_5"] = json!("x");
+    body["pms_data"]["pm10_0"] = json!(-1);
+    body["temperature_data"]["humidity"] = json!(101);
+    body["temperature_data"]["provider"] = json!("");
+    body["location"] = json!({ "lat": 91, "lon": "west" });
+    body["measured_at"] = json!("yesterday");
+    let errors = rejected(&app, &device, &body).await;
+    assert_eq!(
+        errors,
+        sorted(vec![
+            fe("aqi", "type", "body"),
+            fe("pms_data.pm2_5", "type", "body"),
+            fe("pms_data.pm10_0", "minimum", "body"),
+            fe("temperature_data.humidity", "maximum", "body"),
+            fe("temperature_data.provider", "min_length", "body"),
+            fe("location.lat", "maximum", "body"),
+            fe("location.lon", "type", "body"),
+            fe("location.provider", "required", "body"),
+            fe("measured_at", "format", "body"),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn humidity_lies_between_0_and_100_inclusive() {
+    let (app, device) = app_with_device().await;
+    let path = "temperature_data.humidity";
+    for ok in [
+        json!(0),
+        json!(0.0),
+        json!(100),
+        json!(100.0),
+        json!(99.9999),
+    ] {
+        accepted(&app, &device, &with(sample(), path, ok)).await;
+    }
+    let errors = rejected(&app, &device, &with(sample(), path, json!(100.0001))).await;
+    assert_eq!(errors, [fe(path, "maximum", "body")]);
+    let errors = rejected(&app, &device, &with(sample(), path, json!(-0.1))).await;
+    assert_eq!(errors, [fe(path, "minimum", "body")]);
+}
+
+#[tokio::test]
+async fn latitude_lies_between_minus_90_and_90_inclusive() {
+    let (app, device) = app_with_device().await;
+    for lat in [90.0, -90.0, 0.0] {
+        accepted(&app, &device, &located(sample(), lat, 10.0)).await;
+    }
+    let errors = rejected(&app, &device, &located(sample(), 90.0001, 10.0)).await;
+    assert_eq!(errors, [fe("location.lat", "maximum", "body")]);
+    let errors = rejected(&app, &device, &located(sample(), -90.0001, 10.0)).await;
+    assert_eq!(errors, [fe("location.lat", "minimum", "body")]);
+}
+
+#[tokio::test]
+async fn longitude_lies_between_minus_180_and_180_inclusive() {
+    let (app, device) = app_with_device().await;
+    for lon in [180.0, -180.0, 0.0] {
+        accepted(&app, &device, &located(sample(), 10.0, lon)).await;
+    }
+    let errors = rejected(&app, &device, &located(sample(), 10.0, 180.0001)).await;
+    assert_eq!(errors, [fe("location.lon", "maximum", "body")]);
+    let errors = rejected(&app, &device, &located(sample(), 10.0, -180.0001)).await;
+    assert_eq!(errors, [fe("location.lon", "minimum", "body")]);
+}
+
+#[tokio::test]
+async fn particulate_values_are_not_negative() {
+    let (app, device) = app_with_device().await;
+    for path in ["pms_data.pm1_0", "pms_data.pm2_5", "pms_data.pm10_0"] {
+        accepted(&app, &device, &with(sample(), path, json!(0))).await;
+        accepted(&app, &device, &with(sample(), path, json!(0.0))).await;
+        let errors = rejected(&app, &device, &with(sample(), path, json!(-0.1))).await;
+        assert_eq!(errors, [fe(path, "minimum", "body")], "{path}");
+    }
+}
+
+#[tokio::test]
+async fn aqi_is_not_negative() {
+    let (app, device) = app_with_device().await;
+    accepted(&app, &device, &with(sample(), "aqi", json!(0))).await;
+    let errors = rejected(&app, &device, &with(sample(), "aqi", json!(-1))).await;
+    assert_eq!(errors, [fe("aqi", "minimum", "body")]);
+}
+
+#[tokio::test]
+async fn providers_have_1_to_50_characters() {
+    let (app, device) = app_with_device().await;
+    let base = located(sample(), 1.0, 2.0);
+    for path in [
+        "pms_data.provider",
+        "temperature_data.provider",
+        "location.provider",
+    ] {
+        // Characters, not bytes: 50 two-byte characters are 100 bytes and still fit.
+        accepted(
+            &app,
+            &device,
+            &with(base.clone(), path, json!("ü".repeat(50))),
+        )
+        .await;
+        accepted(&app, &device, &with(base.clone(), path, json!("x"))).await;
+        let errors = rejected(
+            &app,
+            &device,
+            &with(base.clone(), path, json!("ü".repeat(51))),
+        )
+        .await;
+        assert_eq!(errors, [fe(path, "max_length", "body")], "{path}");
+        let errors = rejected(&app, &device, &with(base.clone(), path, json!(""))).await;
+        assert_eq!(errors, [fe(path, "min_length", "body")], "{path}");
+    }
+}
+
+#[tokio::test]
+async fn a_location_needs_lat_lon_and_provider() {
+    let (app, device) = app_with_device().await;
+    let mut body = sample();
+    body["location"] = json!({});
+    let errors = rejected(&app, &device, &body).await;
+    assert_eq!(
+        errors,
+        [
+            fe("location.lat", "required", "body"),
+            fe("location.lon", "required", "body"),
+            fe("location.provider", "required", "body"),
+        ]
+    );
+    for path in ["location.lat", "location.lon", "location.provider"] {
+        let errors = rejected(&app, &device, &without(located(sample(), 1.0, 2.0), path)).await;
+        assert_eq!(errors, [fe(path, "required", "body")], "without {path}");
+    }
+}
+
+#[tokio::test]
+async fn a_null_location_counts_as_absent() {
+    let (app, device) = app_with_device().await;
+    let mut body = sample();
+    body["location"] = Value::Null;
+    accepted(&app, &device, &body).await;
+}
+
+#[tokio::test]
+async fn measured_at_must_be_rfc3339() {
+    let (app, device) = app_with_device().await;
+    for text in [
+        "yesterday",
+        "2026-11-21",
+        "2026-11-21T14:05:00",
+        "21/11/2026 14:05",
+        "2026-11-21T25:05:00Z",
+        "",
+    ] {
+        let mut body = sample();
+        body["measured_at"] = json!(text);
+        let errors = rejected(&app, &device, &body).await;
+        assert_eq!(errors, [fe("measured_at", "format", "body")], "{text:?}");
+    }
+}
+
+#[tokio::test]
+async fn measured_at_may_be_up_to_366_days_old() {
+    let (app, device) = app_with_device().await;
+    let now = app.clock.now();
+    let inside = now - TimeDelta::days(366) + TimeDelta::minutes(1);
+    let (_, created_at) = accepted(&app, &device, &measured(sample(), inside)).await;
+    assert_eq!(created_at.timestamp_millis(), inside.timestamp_millis());
+    accepted(
+        &app,
+        &device,
+        &measured(sample(), now - TimeDelta::days(366)),
+    )
+    .await;
+    let errors = rejected(
+        &app,
+        &device,
+        &measured(sample(), now - TimeDelta::days(367)),
+    )
+    .await;
+    assert_eq!(errors, [fe("measured_at", "minimum", "body")]);
+    let errors = rejected(
+        &app,
+        &device,
+        &measured(
+            sample(),
+            now - TimeDelta::days(366) - TimeDelta::milliseconds(1),
+        ),
+    )
+    .await;
+    assert_eq!(errors, [fe("measured_at", "minimum", "body")]);
+}
+
+#[tokio::test]
+async fn measured_at_may_be_up_to_5_minutes_ahead() {
+    let (app, device) = app_with_device().await;
+    let now = app.clock.now();
+    let ahead = now + TimeDelta::minutes(4);
+    let (_, created_at) = accepted(&app, &device, &measured(sample(), ahead)).await;
+    assert_eq!(created_at.timestamp_millis(), ahead.timestamp_millis());
+    accepted(
+        &app,
+        &device,
+        &measured(sample(), now + TimeDelta::minutes(5)),
+    )
+    .await;
+    let errors = rejected(
+        &app,
+        &device,
+        &measured(sample(), now + TimeDelta::minutes(6)),
+    )
+    .await;
+    assert_eq!(errors, [fe("measured_at", "maximum", "body")]);
+}
+
+#[tokio::test]
+async fn the_measured_at_window_follows_the_server_clock() {
+    let (app, device) = app_with_device().await;
+    let then = app.clock.now();
+    let body = measured(sample(), then + TimeDelta::minutes(30));
+    assert_eq!(
+        rejected(&app, &device, &body).await,
+        [fe("measured_at", "maximum", "body")]
+    );
+    app.clock.advance(TimeDelta::minutes(26));
+    accepted(&app, &device, &body).await;
+    app.clock.advance(TimeDelta::days(367));
+    assert_eq!(
+        rejected(&app, &device, &body).await,
+        [fe("measured_at", "minimum", "body")]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. What was stored comes back
+
+#[tokio::test]
+async fn uploaded_readings_make_up_the_current_snapshot() {
+    let (app, device) = app_with_device().await;
+    accepted(&app, &device, &sample_with(10, 1.0, 20.0)).await;
+    app.clock.advance(TimeDelta::minutes(1));
+    accepted(&app, &device, &sample_with(20, 2.0, 22.0)).await;
+    app.clock.advance(TimeDelta::minutes(1));
+    let (_, located_at) = accepted(
+        &app,
+        &device,
+        &located(sample_with(31, 3.0, 24.0), 48.1, 11.5),
+    )
+    .await;
+    let current = app
+        .data_as(
+            "alice",
+            &format!("/devices/{}/current", device_uuid(&device)),
+        )
+        .await;
+    assert_eq!(current["sample_count"], 3, "{current}");
+    assert_eq!(current["aqi"], 20, "{current}");
+    let close = |name: &str, expected: f64| {
+        let value = current[name].as_f64().unwrap_or(f64::NAN);
+        assert!(
+            (value - expected).abs() < 1e-9,
+            "{name}: {value} != {expected}"
+        );
+    };
+    close("pm2_5", 2.0);
+    close("temperature", 22.0);
+    close("pm1_0", 5.0);
+    close("humidity", 40.0);
+    assert_eq!(current["location"]["lat"], 48.1);
+    assert_eq!(current["location"]["lon"], 11.5);
+    assert_eq!(current["location"]["provider"], "phone-gps");
+    let timestamp = current["location"]["timestamp"]
+        .as_str()
+        .expect("timestamp");
+    let timestamp = DateTime::parse_from_rfc3339(timestamp).expect("RFC 3339");
+    assert_eq!(timestamp, located_at);
+    assert_eq!(sample_count(&app, &device).await, 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Concurrency
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_uploads_are_each_stored_once() {
+    const DEVICES: usize = 4;
+    const PER_DEVICE: usize = 110;
+    let app = TestApp::spawn().await;
+    let mut devices = Vec::new();
+    for n in 0..DEVICES {
+        devices.push(app.register_named("alice", &format!("fleet-{n}")).await);
+    }
+    let uploads = (0..DEVICES * PER_DEVICE).map(|n| {
+        let client = app.client.clone();
+        let url = app.url("/data");
+        let device = devices[n % DEVICES].clone();
+        let body = sample_with((n % 300) as i64, n as f64 / 10.0, 20.0);
+        tokio::spawn(async move {
+            let response = upload_with(&client, &url, &device, &body).await;
+            receipt(response).await
+        })
+    });
+    let receipts: Vec<(u64, DateTime<Utc>)> = join_all(uploads)
+        .await
+        .into_iter()
+        .map(|joined| joined.expect("upload task"))
+        .collect();
+    assert_eq!(receipts.len(), DEVICES * PER_DEVICE);
+    let mut ids: Vec<u64> = receipts.iter().map(|(id, _)| *id).collect();
+    ids.sort_unstable();
+    let distinct: HashSet<u64> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len(), "receipt ids are distinct");
+
+    for device in &devices {
+        assert_eq!(
+            sample_count(&app, device).await,
+            PER_DEVICE as u64,
+            "{}",
+            device_uuid(device)
+        );
+    }
+    assert_eq!(
+        stored_ids(app.data_dir.path()),
+        ids,
+        "exactly the acknowledged readings are stored"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. A failing sink (a real fault: another connection holds SQLite's write lock)
+
+async fn app_with_short_lock_waits() -> TestApp {
+    TestApp::spawn_with(|c| {
+        c.sqlite_busy_timeout = Duration::from_millis(20);
+        c.batch.retries = 2;
+        c.batch.retry_backoff = Duration::from_millis(5);
+    })
+    .await
+}
+
+/// A connection holding the database's write lock until it is rolled back.
+fn hold_write_lock(data_dir: &Path) -> rusqlite::Connection {
+    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
+    connection
+        .busy_timeout(Duration::from_secs(10))
+        .expect("busy timeout");
+    connection
+        .execute_batch("BEGIN EXCLUSIVE")
+        .expect("write lock taken");
+    connection
+}
+
+/// Checks an opaque 500: problem shape, request id in header and detail, nothing internal.
+async fn opaque_500(response: reqwest::Response) -> String {
+    let request_id = response
+        .headers()
+        .get("x-request-id")
+        .expect("x-request-id")
+        .to_str()
+        .expect("ascii request id")
+        .to_owned();
+    assert!(!request_id.is_empty());
+    let body = problem(response, 500).await;
+    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["instance"], "/api/v1/data");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains(&request_id),
+        "detail {detail:?} quotes {request_id}"
+    );
+    let text = body.to_string().to_lowercase();
+    for internal in [
+        "sql", "database", "locked", "busy", "insert", "readings", "batch",
+    ] {
+        assert!(!text.contains(internal), "{internal:?} leaks in {body}");
+    }
+    assert_eq!(
+        body["errors"].as_array().map_or(0, Vec::len),
+        0,
+        "no field errors"
+    );
+    request_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
+    let app = app_with_short_lock_waits().await;
+    let device = app.register_named("alice", "locked out").await;
+    let url = app.url("/data");
+    // Before the fault: stored, and the device's credentials are cached.
+    let (before, _) = accepted(&app, &device, &sample()).await;
+
+    let lock = hold_write_lock(app.data_dir.path());
+    let during = join_all((0..6).map(|n| {
+        let body = sample_with(n, 1.0, 20.0);
+        let client = app.client.clone();
+        let url = url.clone();
+        let device = device.clone();
+        async move { upload_with(&client, &url, &device, &body).await }
+    }))
+    .await;
+    for response in during {
+        opaque_500(response).await;
+    }
+    lock.execute_batch("ROLLBACK").expect("lock released");
+    drop(lock);
+
+    let (after, _) = accepted(&app, &device, &sample()).await;
+    assert_eq!(
+        stored_ids(app.data_dir.path()),
+        [before, after],
+        "exactly the acknowledged readings are stored"
+    );
+    assert_eq!(sample_count(&app, &device).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_quotes_the_request_id_of_its_header() {
+    let app = app_with_short_lock_waits().await;
+    let device = app.register_named("alice", "locked out").await;
+    let (before, _) = accepted(&app, &device, &sample()).await;
+    let lock = hold_write_lock(app.data_dir.path());
+    // A generated id.
+    let generated = opaque_500(app.upload(&device, &sample()).await).await;
+    // The caller's own id, echoed and quoted.
+    let response = app
+        .client
+        .post(app.url("/data"))
+        .header("x-device-id", device_id(&device))
+        .header("x-device-key", device_key(&device))
+        .header("x-request-id", "upload-fault-42")
+        .json(&sample())
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(opaque_500(response).await, "upload-fault-42");
+    assert_ne!(generated, "upload-fault-42");
+    drop(lock);
+    assert_eq!(stored_ids(app.data_dir.path()), [before]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Graceful shutdown
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
+    const UPLOADS: usize = 8;
+    // A batch that waits long enough for the shutdown to arrive while its uploads are in it.
+    let mut app = TestApp::spawn_with(|c| {
+        c.batch.max_delay = Duration::from_millis(1_500);
+        c.batch.max_rows = 10_000;
+    })
+    .await;
+    let device = app.register_named("alice", "drain").await;
+    // `stop` drops the app and with it its data directory: keep the directory.
+    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
+
+    let stopping = Arc::new(AtomicBool::new(false));
+    let uploads: Vec<_> = (0..UPLOADS)
+        .map(|n| {
+            let client = app.client.clone();
+            let url = app.url("/data");
+            let device = device.clone();
+            let stopping = Arc::clone(&stopping);
+            tokio::spawn(async move {
+                let response =
+                    upload_with(&client, &url, &device, &sample_with(n as i64, 1.0, 20.0)).await;
+                let answered_after_stop = stopping.load(Ordering::SeqCst);
+                (answered_after_stop, receipt(response).await)
+            })
+        })
+        .collect();
+    // Holding the fault: let the uploads reach the server and wait in the batch, then shut down.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stopping.store(true, Ordering::SeqCst);
+    app.stop().await;
+
+    let mut ids = Vec::new();
+    for upload in join_all(uploads).await {
+        let (answered_after_stop, (id, _)) = upload.expect("upload task");
+        assert!(
+            answered_after_stop,
+            "the upload was still in flight when the shutdown began"
+        );
+        ids.push(id);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids.len(), UPLOADS);
+    assert_eq!(
+        stored_ids(data_dir.path()),
+        ids,
+        "every acknowledged upload is stored after the shutdown"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Robustness of what is accepted
+
+/// The status of an upload of an out-of-the-ordinary value: stored or refused, never a failure.
+async fn stored_or_refused(response: reqwest::Response) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    assert!(
+        status == 201 || status == 422,
+        "an extreme value is stored (201) or refused (422), not {status}: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extreme_aqi_never_breaks_later_uploads() {
+    let app = TestApp::spawn().await;
+    let loud = app.register_named("alice", "loud").await;
+    let quiet = app.register_named("alice", "quiet").await;
+    let huge = with(sample(), "aqi", json!(i64::MAX));
+    // One after the other, then two in the same batch.
+    stored_or_refused(app.upload(&loud, &huge).await).await;
+    stored_or_refused(app.upload(&loud, &huge).await).await;
+    let (first, second) = tokio::join!(app.upload(&loud, &huge), app.upload(&loud, &huge));
+    stored_or_refused(first).await;
+    stored_or_refused(second).await;
+    // Ordinary readings, of this device and of another, are still stored.
+    let ordinary = sample();
+    let (quiet_upload, loud_upload) =
+        tokio::join!(app.upload(&quiet, &ordinary), app.upload(&loud, &ordinary));
+    receipt(quiet_upload).await;
+    receipt(loud_upload).await;
+    let response = app.get_as("alice", "/air-quality/current").await;
+    assert_eq!(
+        response.status(),
+        200,
+        "the owner-wide snapshot still answers"
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_device_removes_its_stored_readings() {
+    let (app, device) = app_with_device().await;
+    let other = app.register_named("alice", "kept").await;
+    accepted(&app, &device, &sample()).await;
+    accepted(&app, &device, &sample()).await;
+    let (kept, _) = accepted(&app, &other, &sample()).await;
+    delete(&app, &device).await;
+    assert_eq!(
+        stored_ids(app.data_dir.path()),
+        [kept],
+        "a deleted device's readings are gone at once"
+    );
+}

@@ -1,0 +1,81 @@
+//! Several airq processes on one PostgreSQL: credential changes reach every process.
+//!
+//! The eviction travels by `NOTIFY` after the rotating transaction commits, so the other process
+//! learns of it asynchronously (within milliseconds on one machine); the tests wait for it with a
+//! bounded poll instead of a fixed sleep.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::common::{sample, TestApp};
+
+/// Uploads through `app` with `device`'s credentials until the answer is 401 (at most ~5 s).
+async fn refused_soon(app: &TestApp, device: &Value) -> u16 {
+    let mut status = 0;
+    for _ in 0..250 {
+        status = app.upload(device, &sample()).await.status().as_u16();
+        if status == 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    status
+}
+
+#[tokio::test]
+async fn both_processes_see_the_same_devices() {
+    let first = TestApp::spawn().await;
+    let second = first.spawn_peer().await;
+    let device = first.register_named("alice", "Shared").await;
+    let listed = second.data_as("alice", "/devices").await;
+    assert_eq!(listed[0]["id"], device["id"]);
+    second.upload_ok(&device, &sample()).await;
+}
+
+#[tokio::test]
+async fn a_key_rotated_through_one_process_is_refused_by_the_other() {
+    let first = TestApp::spawn().await;
+    let second = first.spawn_peer().await;
+    let device = first.register_named("alice", "Shared").await;
+    second.upload_ok(&device, &sample()).await;
+
+    let path = format!("/devices/{}/rotate-key", device["id"].as_str().unwrap());
+    let response = first
+        .owner_request(Method::POST, &path, "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let rotated = response.json::<Value>().await.unwrap()["data"].clone();
+
+    assert_eq!(
+        refused_soon(&second, &device).await,
+        401,
+        "the old key is refused by the other process"
+    );
+    second.upload_ok(&rotated, &sample()).await;
+}
+
+#[tokio::test]
+async fn a_device_deleted_through_one_process_is_refused_by_the_other() {
+    let first = TestApp::spawn().await;
+    let second = first.spawn_peer().await;
+    let device = first.register_named("alice", "Shared").await;
+    second.upload_ok(&device, &sample()).await;
+
+    let path = format!("/devices/{}", device["id"].as_str().unwrap());
+    let response = first
+        .owner_request(Method::DELETE, &path, "alice")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+
+    assert_eq!(
+        refused_soon(&second, &device).await,
+        401,
+        "the deleted device is refused by the other process"
+    );
+}

@@ -1,0 +1,51 @@
+//! The black-box suite on the PostgreSQL pair: devices in PostgreSQL (a schema of its own per
+//! test), readings in the embedded store. The modules are the embedded suite's own files, so both
+//! pairs are held to one contract; `cross_process` adds what only a shared database can show.
+//!
+//! Runs when `AIRQ_TEST_POSTGRES_URL` names a reachable server at build time (see `build.rs`);
+//! otherwise the pair is one ignored test that says why.
+
+#![cfg_attr(not(airq_test_postgres), allow(dead_code, unused_imports))]
+
+mod backend {
+    pub const PAIR: crate::common::Pair = crate::common::Pair::Postgres;
+}
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[cfg(airq_test_postgres)]
+#[path = "../api/auth.rs"]
+mod auth;
+#[cfg(airq_test_postgres)]
+#[path = "../api/current.rs"]
+mod current;
+#[cfg(airq_test_postgres)]
+#[path = "../api/custom.rs"]
+mod custom;
+#[cfg(airq_test_postgres)]
+#[path = "../api/devices.rs"]
+mod devices;
+#[cfg(airq_test_postgres)]
+#[path = "../api/errors.rs"]
+mod errors;
+#[cfg(airq_test_postgres)]
+#[path = "../api/historical.rs"]
+mod historical;
+#[cfg(airq_test_postgres)]
+#[path = "../api/openapi.rs"]
+mod openapi;
+#[cfg(airq_test_postgres)]
+#[path = "../api/public.rs"]
+mod public;
+#[cfg(airq_test_postgres)]
+#[path = "../api/upload.rs"]
+mod upload;
+
+#[cfg(airq_test_postgres)]
+mod cross_process;
+
+#[cfg(not(airq_test_postgres))]
+#[test]
+#[ignore = "AIRQ_TEST_POSTGRES_URL is not set or unreachable: the PostgreSQL pair is skipped"]
+fn postgres_pair() {}
