@@ -20,8 +20,10 @@ use crate::http::{server, AppState};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, PostgresDevices};
+use crate::store::questdb::{self, QuestDbReadings, QuestDbSink};
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
-use crate::store::{DeviceStore, StoreError};
+use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
+use deadpool_postgres::Pool;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -73,23 +75,62 @@ impl Application {
         if let Err(error) = auth.warm_up().await {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
-        let db = Sqlite::open(&config.data_dir, config.sqlite_busy_timeout)?;
-        let (devices, device_keys, listener) = match &config.postgres_url {
-            Some(url) => postgres_devices(url).await?,
+        // SQLite is opened only when a store lives there, and then once for both.
+        let mut embedded: Option<Arc<Sqlite>> = None;
+        let mut sqlite = || -> Result<Arc<Sqlite>, StoreError> {
+            match &embedded {
+                Some(db) => Ok(Arc::clone(db)),
+                None => {
+                    let db = Sqlite::open(&config.data_dir, config.sqlite_busy_timeout)?;
+                    Ok(Arc::clone(embedded.insert(db)))
+                }
+            }
+        };
+        let (devices, device_keys, postgres) = match &config.postgres_url {
+            Some(url) => {
+                let (devices, keys, pool, listener) = postgres_devices(url).await?;
+                (devices, keys, Some((pool, listener)))
+            }
             None => {
-                let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(Arc::clone(&db)));
+                let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(sqlite()?));
                 let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), true));
                 (devices, keys, None)
             }
         };
-        let sink = SqliteReadingSink::open(Arc::clone(&db))?;
+        let (sink, readings): (Box<dyn ReadingSink>, Arc<dyn ReadingStore>) =
+            match (&config.questdb, &postgres) {
+                (Some(questdb), Some((pool, _))) => {
+                    let reads = questdb::connect(questdb).await?;
+                    let sink = QuestDbSink::new(
+                        questdb.ilp.clone(),
+                        questdb.table.clone(),
+                        pool.clone(),
+                        reads.clone(),
+                    );
+                    let readings = QuestDbReadings::new(reads, questdb.table.clone());
+                    (Box::new(sink), Arc::new(readings))
+                }
+                (Some(_), None) => {
+                    return Err(StartError::Store(StoreError::Config(
+                        "readings in QuestDB need devices in PostgreSQL: set AIRQ_POSTGRES_URL"
+                            .into(),
+                    )))
+                }
+                (None, _) => {
+                    let db = sqlite()?;
+                    (
+                        Box::new(SqliteReadingSink::open(Arc::clone(&db))?),
+                        Arc::new(SqliteReadings::new(db)),
+                    )
+                }
+            };
         let (batch_writer, writer) =
-            BatchWriter::start(Box::new(sink), config.batch).map_err(StartError::Writer)?;
+            BatchWriter::start(sink, config.batch).map_err(StartError::Writer)?;
         let state = Arc::new(AppState {
             auth,
             device_keys,
             devices,
-            readings: Arc::new(SqliteReadings::new(db)),
+            readings,
             writer: batch_writer,
             map: map_cache(config.map_cache_ttl),
             map_ttl: config.map_cache_ttl,
@@ -106,7 +147,7 @@ impl Application {
             address,
             state,
             writer,
-            _listener: listener,
+            _listener: postgres.map(|(_, listener)| listener),
         })
     }
 
@@ -127,12 +168,12 @@ impl Application {
 }
 
 /// The PostgreSQL device store, a credential cache that distrusts itself until the cross-process
-/// listener is up, and that listener.
+/// listener is up, the pool (QuestDB's sink takes receipt ids from it) and that listener.
 async fn postgres_devices(
     url: &str,
-) -> Result<(Arc<dyn DeviceStore>, Arc<DeviceKeys>, Option<ListenerGuard>), StartError> {
+) -> Result<(Arc<dyn DeviceStore>, Arc<DeviceKeys>, Pool, ListenerGuard), StartError> {
     let (pool, pg_config) = postgres::connect(url).await?;
-    let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool));
+    let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
     let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), false));
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
@@ -143,5 +184,5 @@ async fn postgres_devices(
             CredentialEvents::Evict(device_id) => evictions.evict(&device_id),
         }),
     );
-    Ok((devices, keys, Some(listener)))
+    Ok((devices, keys, pool, listener))
 }

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::store::questdb::QuestDbConfig;
+
 /// `airq`: the air-quality backend.
 #[derive(Debug, Parser)]
 #[command(name = "airq", version, about)]
@@ -26,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the HTTP API (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print a bearer token for OWNER, signed by the data dir's local issuer.
     Token(TokenArgs),
 }
@@ -43,6 +45,26 @@ pub struct ServeArgs {
     /// Keep device metadata in this PostgreSQL database instead of the data dir's SQLite file.
     #[arg(long, env = "AIRQ_POSTGRES_URL", hide_env_values = true)]
     pub postgres_url: Option<String>,
+    /// Keep readings in QuestDB: a questdb-rs ILP configuration such as `http::addr=host:9000;`
+    /// (needs --questdb-pg and --postgres-url).
+    #[arg(
+        long,
+        env = "AIRQ_QUESTDB_ILP",
+        requires = "questdb_pg",
+        requires = "postgres_url"
+    )]
+    pub questdb_ilp: Option<String>,
+    /// QuestDB's PG-wire URL for reads, e.g. `postgres://admin:quest@host:8812/qdb`.
+    #[arg(
+        long,
+        env = "AIRQ_QUESTDB_PG",
+        requires = "questdb_ilp",
+        hide_env_values = true
+    )]
+    pub questdb_pg: Option<String>,
+    /// The QuestDB table holding readings.
+    #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings")]
+    pub questdb_table: String,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,
@@ -149,6 +171,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Device metadata in PostgreSQL instead of SQLite.
     pub postgres_url: Option<String>,
+    /// Readings in QuestDB instead of SQLite (needs `postgres_url`).
+    pub questdb: Option<QuestDbConfig>,
     /// Owner token verification.
     pub owner_auth: OwnerAuth,
     /// Required `iss` for external tokens.
@@ -174,6 +198,14 @@ impl From<ServeArgs> for Config {
             listen: args.listen,
             data_dir: args.data_dir,
             postgres_url: args.postgres_url,
+            questdb: match (args.questdb_ilp, args.questdb_pg) {
+                (Some(ilp), Some(pg)) => Some(QuestDbConfig {
+                    ilp,
+                    pg,
+                    table: args.questdb_table,
+                }),
+                _ => None,
+            },
             owner_auth,
             auth_issuer: args.auth_issuer,
             auth_audience: args.auth_audience,

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Some(Command::Token(args)) => token(&args),
-        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Serve(args)) => serve(*args),
         None => serve(cli.serve),
     };
     match outcome {

@@ -32,6 +32,20 @@ pub struct Aggregate {
     pub humidity: f64,
 }
 
+/// Pooling: the aggregate of two disjoint sets of samples.
+impl std::ops::AddAssign for Aggregate {
+    fn add_assign(&mut self, other: Self) {
+        self.count += other.count;
+        self.aqi += other.aqi;
+        self.pm1_0 += other.pm1_0;
+        self.pm2_5 += other.pm2_5;
+        self.pm10_0 += other.pm10_0;
+        self.temperature += other.temperature;
+        self.heat_index += other.heat_index;
+        self.humidity += other.humidity;
+    }
+}
+
 /// Sample-weighted means; only `aqi` is rounded.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Means {

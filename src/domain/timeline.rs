@@ -69,6 +69,8 @@ pub struct Bucket {
 pub struct BucketPlan {
     /// The zone labels and timestamps are shown in.
     pub tz: Tz,
+    /// The size of the buckets.
+    pub interval: Interval,
     /// The buckets, oldest first, contiguous.
     pub buckets: Vec<Bucket>,
 }
@@ -77,6 +79,11 @@ impl BucketPlan {
     /// The plan of a timeline at `now`: its buckets up to and including the current one.
     pub fn timeline(timeline: Timeline, tz: Tz, now: DateTime<Utc>) -> Self {
         let today = now.with_timezone(&tz).date_naive();
+        let interval = match timeline {
+            Timeline::Daily => Interval::Hour,
+            Timeline::Weekly | Timeline::Monthly => Interval::Day,
+            Timeline::Yearly => Interval::Month,
+        };
         let buckets = match timeline {
             Timeline::Daily => {
                 let current = floor_hour(now, tz);
@@ -94,7 +101,11 @@ impl BucketPlan {
                 months(this_month - Months::new(11), this_month, tz, "%b", None)
             }
         };
-        Self { tz, buckets }
+        Self {
+            tz,
+            interval,
+            buckets,
+        }
     }
 
     /// The plan of a custom range.
@@ -115,7 +126,11 @@ impl BucketPlan {
                 Some(range),
             ),
         };
-        Self { tz, buckets }
+        Self {
+            tz,
+            interval,
+            buckets,
+        }
     }
 
     /// `[first start, last end)`, or `None` for an empty plan.

@@ -151,7 +151,7 @@ async fn run(
 
 /// Writes `batch` (retrying) and answers every upload in it.
 async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &BatchConfig) {
-    let (replies, outcome) = match allocate(sink, batch.len()) {
+    let (replies, outcome) = match allocate(sink, batch.len()).await {
         Ok(ids) => {
             let (replies, rows): (Vec<_>, Vec<_>) = batch
                 .drain(..)
@@ -200,15 +200,16 @@ async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &Ba
 }
 
 /// `count` fresh receipt ids from the sink.
-fn allocate(sink: &mut dyn ReadingSink, count: usize) -> Result<Vec<ReadingId>, StoreError> {
-    let first = sink.allocate_ids(count)?;
-    (0..count as u64)
-        .map(|offset| {
-            ReadingId::new(first + offset).ok_or_else(|| {
-                StoreError::Corrupt(format!("receipt id {} is out of range", first + offset))
-            })
-        })
-        .collect()
+async fn allocate(sink: &mut dyn ReadingSink, count: usize) -> Result<Vec<ReadingId>, StoreError> {
+    let ids = sink.allocate_ids(count).await?;
+    if ids.len() == count {
+        Ok(ids)
+    } else {
+        Err(StoreError::Corrupt(format!(
+            "asked for {count} receipt ids, got {}",
+            ids.len()
+        )))
+    }
 }
 
 async fn write_with_retries(
@@ -219,7 +220,7 @@ async fn write_with_retries(
     let mut backoff = config.retry_backoff;
     let mut attempt = 0;
     loop {
-        match sink.write(rows) {
+        match sink.write(rows).await {
             Ok(()) => return Ok(()),
             Err(error) if attempt < config.retries => {
                 attempt += 1;
@@ -248,14 +249,15 @@ mod tests {
         next: u64,
     }
 
+    #[async_trait::async_trait]
     impl ReadingSink for Flaky {
-        fn allocate_ids(&mut self, count: usize) -> Result<u64, StoreError> {
+        async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
             let first = self.next;
             self.next += count as u64;
-            Ok(first)
+            Ok((first..self.next).filter_map(ReadingId::new).collect())
         }
 
-        fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+        async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
             if self.failures > 0 {
                 self.failures -= 1;
                 return Err(StoreError::Corrupt("injected".into()));

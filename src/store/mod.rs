@@ -2,7 +2,8 @@
 //!
 //! - [`DeviceStore`]: device metadata and credentials (embedded SQLite, or PostgreSQL).
 //!   Implementations: [`sqlite::SqliteDevices`], [`postgres::PostgresDevices`].
-//! - [`ReadingSink`]: writes batches of readings, all or nothing; owned by the
+//! - [`ReadingSink`]: writes batches of readings, all or nothing (SQLite, or QuestDB over ILP);
+//!   owned by the
 //!   [`batch_writer`], the only writer of readings in a process.
 //! - [`ReadingStore`]: reads readings back (current window, calendar buckets, latest samples).
 //!
@@ -12,6 +13,7 @@
 
 pub mod batch_writer;
 pub mod postgres;
+pub mod questdb;
 pub mod reads;
 pub mod sqlite;
 
@@ -20,7 +22,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{
     Aggregate, BucketPlan, Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, LatestLocated,
-    LocatedAt, OwnerId, StoredReading,
+    LocatedAt, OwnerId, ReadingId, StoredReading,
 };
 
 /// A fault of a storage backend.
@@ -35,6 +37,9 @@ pub enum StoreError {
     /// No pooled PostgreSQL connection could be had.
     #[error("postgres pool")]
     Pool(#[from] deadpool_postgres::PoolError),
+    /// QuestDB refused or failed an ILP write.
+    #[error("questdb ingestion")]
+    QuestDb(#[from] ::questdb::Error),
     /// A backend's configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),
@@ -116,16 +121,17 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
     async fn ping(&self) -> Result<(), StoreError>;
 }
 
-/// The write side of reading storage, driven by the batch writer on its own thread (the QuestDB
-/// client is synchronous, and so is SQLite).
+/// The write side of reading storage, driven by the batch writer on a thread of its own: the
+/// QuestDB client and SQLite block, which is fine there and nowhere else.
+#[async_trait]
 pub trait ReadingSink: Send + std::fmt::Debug + 'static {
-    /// Reserves `count` consecutive receipt ids and returns the first. Ids are never handed out
-    /// twice, not even after a failed write, and never exceed 2^53 − 1.
-    fn allocate_ids(&mut self, count: usize) -> Result<u64, StoreError>;
+    /// Reserves `count` receipt ids, unique across every process of the deployment. Ids are never
+    /// handed out twice, not even after a failed write.
+    async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError>;
 
     /// Writes the batch as one transaction: after `Ok` every row is durable, after `Err` none is
     /// visible. Writing the same rows again (a retry) must not duplicate them.
-    fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError>;
+    async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError>;
 }
 
 /// The read side of reading storage. Every method takes the devices to look at, already checked

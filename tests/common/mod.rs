@@ -22,6 +22,62 @@ pub enum Pair {
     Embedded,
     /// PostgreSQL for devices (a schema of its own per test), SQLite for readings.
     Postgres,
+    /// PostgreSQL for devices, QuestDB for readings (a table of its own per test).
+    QuestDb,
+}
+
+/// A QuestDB table of one test, dropped with it.
+pub struct TestTable {
+    /// PG-wire URL of the QuestDB.
+    pub pg: String,
+    /// ILP configuration of the QuestDB.
+    pub ilp: String,
+    /// The table.
+    pub name: String,
+}
+
+impl TestTable {
+    fn new() -> Self {
+        Self {
+            pg: std::env::var("AIRQ_TEST_QUESTDB_PG")
+                .expect("AIRQ_TEST_QUESTDB_PG is set for the QuestDB pair"),
+            ilp: std::env::var("AIRQ_TEST_QUESTDB_ILP")
+                .expect("AIRQ_TEST_QUESTDB_ILP is set for the QuestDB pair"),
+            name: format!("airq_test_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// The configuration that puts readings in this table.
+    pub fn config(&self) -> airq::config::QuestDbConfig {
+        airq::config::QuestDbConfig {
+            ilp: self.ilp.clone(),
+            pg: self.pg.clone(),
+            table: self.name.clone(),
+        }
+    }
+}
+
+impl Drop for TestTable {
+    fn drop(&mut self) {
+        let (url, name) = (self.pg.clone(), self.name.clone());
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(connection);
+                client
+                    .simple_query(&format!("DROP TABLE IF EXISTS {name}"))
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+    }
 }
 
 /// A PostgreSQL schema of one test, dropped with it.
@@ -97,6 +153,8 @@ pub struct TestApp {
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     schema: Option<TestSchema>,
+    /// The QuestDB table of the readings (QuestDB pair).
+    pub table: Option<TestTable>,
 }
 
 impl TestApp {
@@ -109,12 +167,15 @@ impl TestApp {
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
         let schema = match crate::backend::PAIR {
             Pair::Embedded => None,
-            Pair::Postgres => Some(TestSchema::create().await),
+            Pair::Postgres | Pair::QuestDb => Some(TestSchema::create().await),
         };
+        let table = (crate::backend::PAIR == Pair::QuestDb).then(TestTable::new);
         let url = schema.as_ref().map(|schema| schema.url.clone());
+        let questdb = table.as_ref().map(TestTable::config);
         let data_dir = tempfile::tempdir().expect("temporary data dir");
-        let mut app = Self::start(data_dir, url, configure).await;
+        let mut app = Self::start(data_dir, url, questdb, configure).await;
         app.schema = schema;
+        app.table = table;
         app
     }
 
@@ -127,12 +188,14 @@ impl TestApp {
             data_dir.path().join(LocalIssuer::FILE),
         )
         .expect("token secret copied");
-        Self::start(data_dir, self.postgres_url.clone(), |_| {}).await
+        let questdb = self.table.as_ref().map(TestTable::config);
+        Self::start(data_dir, self.postgres_url.clone(), questdb, |_| {}).await
     }
 
     async fn start(
         data_dir: TempDir,
         postgres_url: Option<String>,
+        questdb: Option<airq::config::QuestDbConfig>,
         configure: impl FnOnce(&mut Config),
     ) -> Self {
         let mut config = Config::new(
@@ -140,6 +203,7 @@ impl TestApp {
             data_dir.path().to_owned(),
         );
         config.postgres_url = postgres_url.clone();
+        config.questdb = questdb;
         configure(&mut config);
         let clock = ManualClock::new(Utc::now());
         let app = Application::build(config, Arc::new(clock.clone()))
@@ -164,7 +228,42 @@ impl TestApp {
             shutdown: Some(shutdown),
             server: Some(server),
             schema: None,
+            table: None,
         }
+    }
+
+    /// The receipt ids of every stored reading, read straight from the reading store (SQLite
+    /// file or QuestDB table), sorted.
+    pub async fn stored_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = match &self.table {
+            Some(table) => {
+                let (client, connection) =
+                    tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
+                        .await
+                        .expect("QuestDB PG wire");
+                tokio::spawn(connection);
+                client
+                    .query(format!("SELECT id FROM {}", table.name).as_str(), &[])
+                    .await
+                    .expect("ids from QuestDB")
+                    .iter()
+                    .map(|row| row.get::<_, i64>(0) as u64)
+                    .collect()
+            }
+            None => {
+                let db = rusqlite::Connection::open(self.data_dir.path().join("airq.db"))
+                    .expect("airq.db");
+                let mut statement = db.prepare("SELECT id FROM readings").expect("query");
+                let ids = statement
+                    .query_map([], |row| row.get::<_, i64>(0))
+                    .expect("rows")
+                    .map(|id| id.expect("id") as u64)
+                    .collect();
+                ids
+            }
+        };
+        ids.sort_unstable();
+        ids
     }
 
     /// Stops the server and waits until it has drained.

@@ -16,7 +16,10 @@ use super::StoreError;
 pub use devices::PostgresDevices;
 
 /// The schema, applied in order at every start.
-const SCHEMA: &[&str] = &[include_str!("../../../schema/postgres/001_devices.sql")];
+const SCHEMA: &[&str] = &[
+    include_str!("../../../schema/postgres/001_devices.sql"),
+    include_str!("../../../schema/postgres/002_reading_ids.sql"),
+];
 
 /// Serialises schema changes of concurrent starts (an arbitrary, fixed advisory lock key).
 const SCHEMA_LOCK: i64 = 0x6169_7271_0001;

@@ -16,7 +16,9 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::{from_micros, to_micros, Sqlite};
-use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, StoredReading};
+use crate::domain::{
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, ReadingId, StoredReading,
+};
 use crate::store::{ReadingSink, ReadingStore, StoreError};
 
 /// Seconds per rollup slot.
@@ -74,14 +76,21 @@ impl SqliteReadingSink {
     }
 }
 
+#[async_trait]
 impl ReadingSink for SqliteReadingSink {
-    fn allocate_ids(&mut self, count: usize) -> Result<u64, StoreError> {
+    async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
         let first = self.next_id;
         self.next_id += count as u64;
-        Ok(first)
+        (first..self.next_id)
+            .map(|id| {
+                ReadingId::new(id)
+                    .ok_or_else(|| StoreError::Corrupt(format!("receipt id {id} is out of range")))
+            })
+            .collect()
     }
 
-    fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+    /// Blocks the writer thread for the transaction; nothing else runs there.
+    async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         let next_id = self.next_id;
         self.db.write_blocking(|connection| {
             let transaction = connection.transaction()?;

@@ -1,0 +1,229 @@
+//! [`ReadingStore`] on QuestDB's PG wire.
+//!
+//! Queries carry their values as literals: every one is a UUID or an instant that airq produced
+//! itself, never client text, and the literal form sidesteps type inference of bind variables.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDateTime, Utc};
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::{device_list, literal};
+use crate::domain::timeline::Interval;
+use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt};
+use crate::store::{ReadingStore, StoreError};
+
+const SUMS: &str = "count(), sum(aqi), sum(pm1_0), sum(pm2_5), sum(pm10_0), sum(temperature), \
+    sum(heat_index), sum(humidity)";
+
+/// The read routes' side of QuestDB.
+#[derive(Debug, Clone)]
+pub struct QuestDbReadings {
+    pool: Pool,
+    table: String,
+}
+
+impl QuestDbReadings {
+    /// Readings in `table`, read through `pool`.
+    pub fn new(pool: Pool, table: String) -> Self {
+        Self { pool, table }
+    }
+
+    async fn query(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
+        let client = self.pool.get().await?;
+        Ok(client.query(sql, &[]).await?)
+    }
+}
+
+fn utc(at: NaiveDateTime) -> DateTime<Utc> {
+    at.and_utc()
+}
+
+/// An [`Aggregate`] from the columns `count, aqi sum, six sums` starting at `first`.
+fn aggregate(row: &Row, first: usize) -> Result<Aggregate, StoreError> {
+    let sum = |index: usize| -> Result<f64, StoreError> {
+        Ok(row.try_get::<_, Option<f64>>(first + index)?.unwrap_or(0.0))
+    };
+    Ok(Aggregate {
+        count: u64::try_from(row.try_get::<_, i64>(first)?).unwrap_or(0),
+        aqi: row.try_get::<_, Option<i64>>(first + 1)?.unwrap_or(0) as f64,
+        pm1_0: sum(2)?,
+        pm2_5: sum(3)?,
+        pm10_0: sum(4)?,
+        temperature: sum(5)?,
+        heat_index: sum(6)?,
+        humidity: sum(7)?,
+    })
+}
+
+fn device(row: &Row, index: usize) -> Result<DeviceUuid, StoreError> {
+    let text: String = row.try_get(index)?;
+    Uuid::try_parse(&text)
+        .map(DeviceUuid::from_uuid)
+        .map_err(|_| StoreError::Corrupt(format!("device {text:?} in QuestDB")))
+}
+
+#[async_trait]
+impl ReadingStore for QuestDbReadings {
+    async fn last_seen(&self, devices: &[DeviceUuid]) -> Result<Option<DateTime<Utc>>, StoreError> {
+        if devices.is_empty() {
+            return Ok(None);
+        }
+        let rows = self
+            .query(&format!(
+                "SELECT at FROM {} WHERE device IN ({}) LATEST ON at PARTITION BY device",
+                self.table,
+                device_list(devices)
+            ))
+            .await?;
+        rows.iter().map(|row| Ok(utc(row.try_get(0)?))).try_fold(
+            None,
+            |latest: Option<DateTime<Utc>>, at: Result<_, StoreError>| {
+                let at = at?;
+                Ok(Some(latest.map_or(at, |latest| latest.max(at))))
+            },
+        )
+    }
+
+    async fn aggregate(
+        &self,
+        devices: &[DeviceUuid],
+        after: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Aggregate, StoreError> {
+        if devices.is_empty() {
+            return Ok(Aggregate::default());
+        }
+        let rows = self
+            .query(&format!(
+                "SELECT {SUMS} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
+                self.table,
+                device_list(devices),
+                literal(after),
+                literal(until)
+            ))
+            .await?;
+        rows.first()
+            .map_or(Ok(Aggregate::default()), |row| aggregate(row, 0))
+    }
+
+    async fn latest_location(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<Option<LocatedAt>, StoreError> {
+        let located = self.latest_located(devices).await?;
+        Ok(located
+            .into_iter()
+            .map(|(_, latest, _)| latest.position)
+            .max_by_key(|position| position.at))
+    }
+
+    async fn buckets(
+        &self,
+        devices: &[DeviceUuid],
+        plan: &BucketPlan,
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let mut sums = vec![Aggregate::default(); plan.buckets.len()];
+        let Some((start, end)) = plan.span() else {
+            return Ok(sums);
+        };
+        if devices.is_empty() {
+            return Ok(sums);
+        }
+        // Calendar hours of a zone are unions of UTC quarter hours (every offset is a multiple of
+        // 15 minutes), which sidesteps how a database buckets the repeated hour of a DST change.
+        // Days and months are sampled in the zone itself.
+        let sample = match plan.interval {
+            Interval::Hour => "SAMPLE BY 15m ALIGN TO CALENDAR".to_owned(),
+            Interval::Day => format!(
+                "SAMPLE BY 1d ALIGN TO CALENDAR TIME ZONE '{}'",
+                plan.tz.name()
+            ),
+            Interval::Month => format!(
+                "SAMPLE BY 1M ALIGN TO CALENDAR TIME ZONE '{}'",
+                plan.tz.name()
+            ),
+        };
+        let rows = self
+            .query(&format!(
+                "SELECT at, {SUMS} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
+                self.table,
+                device_list(devices),
+                literal(start),
+                literal(end)
+            ))
+            .await?;
+        for row in &rows {
+            // A group of a clipped first month starts before the range: it belongs to bucket 0.
+            let at = utc(row.try_get(0)?).max(start);
+            let index = plan.buckets.partition_point(|bucket| bucket.start <= at);
+            if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
+                *slot += aggregate(row, 1)?;
+            }
+        }
+        Ok(sums)
+    }
+
+    async fn latest_located(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<Vec<(DeviceUuid, LatestLocated, DateTime<Utc>)>, StoreError> {
+        if devices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = device_list(devices);
+        let located = self
+            .query(&format!(
+                "SELECT device, at, lat, lon, location_provider, aqi, pm2_5, temperature FROM {} \
+                 WHERE device IN ({list}) AND lat IS NOT NULL LATEST ON at PARTITION BY device",
+                self.table
+            ))
+            .await?;
+        if located.is_empty() {
+            return Ok(Vec::new());
+        }
+        let seen: HashMap<DeviceUuid, DateTime<Utc>> = self
+            .query(&format!(
+                "SELECT device, at FROM {} WHERE device IN ({list}) LATEST ON at PARTITION BY device",
+                self.table
+            ))
+            .await?
+            .iter()
+            .map(|row| Ok((device(row, 0)?, utc(row.try_get(1)?))))
+            .collect::<Result<_, StoreError>>()?;
+        located
+            .iter()
+            .map(|row| {
+                let id = device(row, 0)?;
+                let at = utc(row.try_get(1)?);
+                Ok((
+                    id,
+                    LatestLocated {
+                        position: LocatedAt {
+                            lat: row.try_get(2)?,
+                            lon: row.try_get(3)?,
+                            provider: row.try_get::<_, Option<String>>(4)?.unwrap_or_default(),
+                            at,
+                        },
+                        aqi: row.try_get(5)?,
+                        pm2_5: row.try_get(6)?,
+                        temperature: row.try_get(7)?,
+                    },
+                    seen.get(&id).copied().unwrap_or(at),
+                ))
+            })
+            .collect()
+    }
+
+    /// QuestDB cannot delete rows; they are unreachable once the device is gone.
+    async fn forget_device(&self, _device: DeviceUuid) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.query("SELECT 1").await.map(drop)
+    }
+}

@@ -1,0 +1,159 @@
+//! [`ReadingSink`] on QuestDB: transactional ILP/HTTP flushes, ids from a PostgreSQL sequence.
+
+use std::time::Duration;
+
+use ::questdb::ingress::{Buffer, Sender, TimestampMicros};
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+
+use crate::domain::{ReadingId, StoredReading};
+use crate::store::{ReadingSink, StoreError};
+
+/// Ids per block taken from the `reading_ids` sequence (its `INCREMENT BY`).
+const ID_BLOCK: u64 = 4096;
+/// Longest wait for QuestDB to make a committed batch visible to reads.
+const VISIBILITY_WAIT: Duration = Duration::from_secs(2);
+
+/// The batch writer's side of QuestDB.
+pub struct QuestDbSink {
+    ilp: String,
+    table: String,
+    sender: Option<Sender>,
+    buffer: Option<Buffer>,
+    ids: Pool,
+    next: u64,
+    end: u64,
+    reads: Pool,
+}
+
+impl std::fmt::Debug for QuestDbSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuestDbSink")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuestDbSink {
+    /// A sink writing to `table` through the ILP configuration `ilp`, taking ids from the
+    /// PostgreSQL pool `ids` and checking visibility through the PG-wire pool `reads`.
+    pub fn new(ilp: String, table: String, ids: Pool, reads: Pool) -> Self {
+        Self {
+            ilp,
+            table,
+            sender: None,
+            buffer: None,
+            ids,
+            next: 0,
+            end: 0,
+            reads,
+        }
+    }
+
+    fn fill(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+        let sender = match &mut self.sender {
+            Some(sender) => sender,
+            None => self.sender.insert(Sender::from_conf(&self.ilp)?),
+        };
+        let buffer = self.buffer.get_or_insert_with(|| sender.new_buffer());
+        buffer.clear();
+        for row in batch {
+            let reading = &row.reading;
+            let metrics = &reading.metrics;
+            buffer
+                .table(self.table.as_str())?
+                .symbol("device", row.device.to_string())?
+                .symbol("pms_provider", &reading.pms_provider)?
+                .symbol("temperature_provider", &reading.temperature_provider)?;
+            if let Some(location) = &reading.location {
+                buffer.symbol("location_provider", &location.provider)?;
+            }
+            buffer
+                .column_i64("id", i64::try_from(row.id.get()).unwrap_or(i64::MAX))?
+                .column_i64("aqi", metrics.aqi)?
+                .column_f64("pm1_0", metrics.pm1_0)?
+                .column_f64("pm2_5", metrics.pm2_5)?
+                .column_f64("pm10_0", metrics.pm10_0)?
+                .column_f64("temperature", metrics.temperature)?
+                .column_f64("heat_index", metrics.heat_index)?
+                .column_f64("humidity", metrics.humidity)?;
+            if let Some(location) = &reading.location {
+                buffer
+                    .column_f64("lat", location.lat)?
+                    .column_f64("lon", location.lon)?;
+            }
+            buffer.at(TimestampMicros::new(row.at.timestamp_micros()))?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let (Some(sender), Some(buffer)) = (&mut self.sender, &self.buffer) else {
+            return Err(StoreError::Config("the ILP sender was not set up".into()));
+        };
+        let flushed = sender.flush_and_keep_with_flags(buffer, true);
+        if flushed.is_err() && sender.must_close() {
+            self.sender = None;
+            self.buffer = None;
+        }
+        Ok(flushed?)
+    }
+
+    /// Waits until QuestDB has applied every committed WAL transaction of the table (bounded:
+    /// the data is durable either way, this only makes it readable before the 201).
+    async fn await_visibility(&self) -> Result<(), StoreError> {
+        let client = self.reads.get().await?;
+        let query = format!(
+            "SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{}'",
+            self.table
+        );
+        let deadline = tokio::time::Instant::now() + VISIBILITY_WAIT;
+        loop {
+            let row = client.query_opt(query.as_str(), &[]).await?;
+            let applied = row.is_none_or(|row| {
+                let writer: Option<i64> = row.get(0);
+                let sequencer: Option<i64> = row.get(1);
+                writer >= sequencer
+            });
+            if applied || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl ReadingSink for QuestDbSink {
+    async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
+        let mut ids = Vec::with_capacity(count);
+        while ids.len() < count {
+            if self.next >= self.end {
+                let client = self.ids.get().await?;
+                let start: i64 = client
+                    .query_one("SELECT nextval('reading_ids')", &[])
+                    .await?
+                    .get(0);
+                self.next = u64::try_from(start).unwrap_or(0);
+                self.end = self.next + ID_BLOCK;
+            }
+            let id = ReadingId::new(self.next).ok_or_else(|| {
+                StoreError::Corrupt(format!("receipt id {} is out of range", self.next))
+            })?;
+            ids.push(id);
+            self.next += 1;
+        }
+        Ok(ids)
+    }
+
+    /// Blocks the writer thread for the HTTP round trip; nothing else runs there.
+    async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+        self.fill(batch)?;
+        self.flush()?;
+        if let Err(error) = self.await_visibility().await {
+            // Committed is committed: the rows are durable and become readable shortly.
+            tracing::warn!(error = %crate::store::chain(&error), "could not confirm that QuestDB applied the batch");
+        }
+        Ok(())
+    }
+}
