@@ -20,13 +20,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let mut message = format!("airq: {error}");
-            let mut source = error.source();
-            while let Some(cause) = source {
-                message.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            eprintln!("{message}");
+            eprintln!("airq: {}", airq::telemetry::chain(error.as_ref()));
             ExitCode::FAILURE
         }
     }

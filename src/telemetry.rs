@@ -14,3 +14,16 @@ pub fn init() {
         .with_writer(std::io::stderr)
         .try_init();
 }
+
+/// An error and all its causes, `outer: inner: innermost`: what a log line (or a CLI failure)
+/// needs, since `Display` of an error shows only its outermost layer.
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

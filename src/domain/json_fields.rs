@@ -194,14 +194,14 @@ impl JsonScalar for f64 {
 impl JsonScalar for i64 {
     const EXPECTED: &'static str = "an integer";
     /// Integers, and numbers without a fraction such as `42.0` (many JSON encoders write every
-    /// number as a float).
+    /// number as a float). Values beyond the `i64` range are clamped to it, so the caller's
+    /// bounds report them as `minimum`/`maximum`: every integer field has bounds.
     fn from_json(value: &OwnedValue) -> Option<Self> {
         match value {
             OwnedValue::Static(StaticNode::I64(i)) => Some(*i),
-            OwnedValue::Static(StaticNode::U64(u)) => i64::try_from(*u).ok(),
-            OwnedValue::Static(StaticNode::F64(f))
-                if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 =>
-            {
+            OwnedValue::Static(StaticNode::U64(u)) => Some(i64::try_from(*u).unwrap_or(i64::MAX)),
+            OwnedValue::Static(StaticNode::F64(f)) if f.is_finite() && f.fract() == 0.0 => {
+                // `as` saturates at the i64 range.
                 Some(*f as i64)
             }
             _ => None,

@@ -16,6 +16,7 @@ use crate::auth::{AuthError, JwksError};
 use crate::domain::{FieldError, FieldErrors};
 use crate::store::batch_writer::WriteError;
 use crate::store::StoreError;
+use crate::telemetry::chain;
 
 /// `type` of 422 problems.
 pub const VALIDATION_TYPE: &str = "urn:airq:problem:validation";
@@ -224,16 +225,4 @@ impl ApiError {
         }
         response
     }
-}
-
-/// An error and all its causes, `outer: inner: innermost`.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -89,11 +89,11 @@ impl<'a> Route<'a> {
             | Self::DeviceHistorical(_)
             | Self::Current
             | Self::Historical
-            | Self::Custom
-            | Self::PublicDevice(_)
+            | Self::Custom => "GET",
+            Self::PublicDevice(_)
             | Self::PublicCurrent(_)
             | Self::PublicHistorical(_)
-            | Self::PublicMap => "GET",
+            | Self::PublicMap => "GET, OPTIONS",
         }
     }
 

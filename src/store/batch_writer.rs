@@ -190,7 +190,7 @@ async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &Ba
             }
         }
         Err(error) => {
-            tracing::error!(error = %crate::store::chain(&error), rows = replies.len(), "batch not stored; uploads answered with 500");
+            tracing::error!(error = %crate::telemetry::chain(&error), rows = replies.len(), "batch not stored; uploads answered with 500");
             let failure = WriteError::Failed(error.to_string());
             for reply in replies {
                 let _ = reply.send(Err(failure.clone()));
@@ -224,7 +224,7 @@ async fn write_with_retries(
             Ok(()) => return Ok(()),
             Err(error) if attempt < config.retries => {
                 attempt += 1;
-                tracing::warn!(error = %crate::store::chain(&error), attempt, "batch write failed; retrying");
+                tracing::warn!(error = %crate::telemetry::chain(&error), attempt, "batch write failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = backoff.saturating_mul(2);
             }

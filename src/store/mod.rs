@@ -176,15 +176,3 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 }
-
-/// An error and all its causes, `outer: inner: innermost`, for log lines.
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

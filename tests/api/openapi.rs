@@ -35,6 +35,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("GET", "/public/devices/{id}/current"),
     ("GET", "/public/devices/{id}/historical"),
     ("GET", "/public/map/devices"),
+    // public: CORS preflights
+    ("OPTIONS", "/public/devices/{id}"),
+    ("OPTIONS", "/public/devices/{id}/current"),
+    ("OPTIONS", "/public/devices/{id}/historical"),
+    ("OPTIONS", "/public/map/devices"),
 ];
 
 /// The keys of a path item that are operations.
@@ -196,15 +201,24 @@ async fn every_route_of_the_server_is_documented_and_every_documented_route_exis
     );
 
     let mut unserved = Vec::new();
+    let mut undocumented_statuses = Vec::new();
     for (method, path) in &documented {
         let url = url_of(&app, &doc, path);
+        let documented_statuses = doc["paths"][path][method.to_lowercase()]["responses"]
+            .as_object()
+            .map(|responses| responses.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
         let method = Method::from_bytes(method.as_bytes()).expect("method");
-        let response = app
-            .client
-            .request(method.clone(), &url)
-            .send()
-            .await
-            .expect("request sent");
+        let mut request = app.client.request(method.clone(), &url);
+        if method == Method::OPTIONS {
+            // What a browser sends before a cross-origin GET with a conditional header: a
+            // route that only answered this with 405 (or 404) would not be served.
+            request = request
+                .header("origin", "https://widget.example")
+                .header("access-control-request-method", "GET")
+                .header("access-control-request-headers", "if-none-match");
+        }
+        let response = request.send().await.expect("request sent");
         let status = response.status().as_u16();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         let no_route = status == 404
@@ -213,11 +227,19 @@ async fn every_route_of_the_server_is_documented_and_every_documented_route_exis
                 .is_some_and(|detail| detail.starts_with("no resource at"));
         if no_route || status == 405 {
             unserved.push(format!("{method} {path} ({url}) → {status}"));
+        } else if !documented_statuses.contains(&status.to_string()) {
+            undocumented_statuses.push(format!(
+                "{method} {path} ({url}) → {status}, documented: {documented_statuses:?}"
+            ));
         }
     }
     assert!(
         unserved.is_empty(),
         "documented routes the server does not serve: {unserved:#?}"
+    );
+    assert!(
+        undocumented_statuses.is_empty(),
+        "answers with a status the operation does not document: {undocumented_statuses:#?}"
     );
 }
 
@@ -274,4 +296,133 @@ async fn every_operation_documents_its_problem_responses() {
         }
     }
     assert!(faults.is_empty(), "{faults:#?}");
+}
+
+/// The CORS headers the server adds to every answer of a path under `/api/v1/public/`.
+const PUBLIC_CORS_HEADERS: &[&str] = &[
+    "Access-Control-Allow-Origin",
+    "Access-Control-Expose-Headers",
+];
+
+/// The headers of a CORS preflight answer, besides [`PUBLIC_CORS_HEADERS`].
+const PREFLIGHT_HEADERS: &[&str] = &[
+    "Access-Control-Allow-Methods",
+    "Access-Control-Allow-Headers",
+    "Access-Control-Max-Age",
+];
+
+#[tokio::test]
+async fn every_answer_of_a_public_route_documents_its_cors_headers() {
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let mut faults = Vec::new();
+    let mut preflights = 0;
+    for (method, path) in operations(&doc) {
+        let public = path.starts_with("/public/");
+        let operation = &doc["paths"][&path][method.to_lowercase()];
+        let responses = operation["responses"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{method} {path} has responses"));
+        if method == "OPTIONS" {
+            preflights += 1;
+            if !public {
+                faults.push(format!("OPTIONS {path}: a preflight on a non-public route"));
+            }
+            let statuses: Vec<&String> = responses.keys().collect();
+            if statuses != ["204"] {
+                faults.push(format!(
+                    "OPTIONS {path}: a preflight always answers 204, documented {statuses:?}"
+                ));
+            }
+        }
+        for (status, response) in responses {
+            let headers = &dereference(&doc, response)["headers"];
+            for name in PUBLIC_CORS_HEADERS {
+                let documented = !headers[*name].is_null();
+                if public && !documented {
+                    faults.push(format!("{method} {path} {status}: no {name} header"));
+                }
+                if !public && documented {
+                    faults.push(format!(
+                        "{method} {path} {status}: {name} on a route that is not public"
+                    ));
+                }
+            }
+            if method == "OPTIONS" {
+                for name in PREFLIGHT_HEADERS {
+                    if headers[*name].is_null() {
+                        faults.push(format!("{method} {path} {status}: no {name} header"));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        preflights, 4,
+        "the four public routes document their preflight"
+    );
+    assert!(faults.is_empty(), "{faults:#?}");
+
+    let headers = &doc["components"]["headers"];
+    assert_eq!(
+        headers["Access-Control-Allow-Origin"]["schema"]["const"],
+        "*"
+    );
+    assert_eq!(
+        headers["Access-Control-Expose-Headers"]["schema"]["const"],
+        "ETag, X-Request-Id"
+    );
+    assert_eq!(
+        headers["Access-Control-Allow-Methods"]["schema"]["const"],
+        "GET, OPTIONS"
+    );
+    assert_eq!(
+        headers["Access-Control-Allow-Headers"]["schema"]["const"],
+        "If-None-Match"
+    );
+    assert_eq!(headers["Access-Control-Max-Age"]["schema"]["const"], 86400);
+}
+
+#[tokio::test]
+async fn the_documented_upload_bounds_are_the_servers() {
+    use airq::domain::reading::{MAX_AQI, MAX_PM, MAX_TEMPERATURE};
+
+    let app = TestApp::spawn().await;
+    let doc = document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let bounds = |schema: &str, field: &str| {
+        let property = &schemas[schema]["properties"][field];
+        (property["minimum"].as_f64(), property["maximum"].as_f64())
+    };
+    assert_eq!(
+        schemas["SensorReading"]["properties"]["aqi"]["type"],
+        "integer"
+    );
+    assert_eq!(
+        bounds("SensorReading", "aqi"),
+        (Some(0.0), Some(MAX_AQI as f64))
+    );
+    for field in ["pm1_0", "pm2_5", "pm10_0"] {
+        assert_eq!(
+            bounds("PmsData", field),
+            (Some(0.0), Some(MAX_PM)),
+            "{field}"
+        );
+    }
+    for field in ["temperature", "heat_index"] {
+        assert_eq!(
+            bounds("TemperatureData", field),
+            (Some(-MAX_TEMPERATURE), Some(MAX_TEMPERATURE)),
+            "{field}"
+        );
+    }
+    assert_eq!(
+        bounds("TemperatureData", "humidity"),
+        (Some(0.0), Some(100.0))
+    );
+    assert_eq!(bounds("ReadingLocation", "lat"), (Some(-90.0), Some(90.0)));
+    assert_eq!(
+        bounds("ReadingLocation", "lon"),
+        (Some(-180.0), Some(180.0))
+    );
 }

@@ -86,7 +86,8 @@ fn etag_of(response: &Response) -> String {
     header(response, "etag").expect("an ETag header").to_owned()
 }
 
-/// Asserts the CORS headers every public answer carries.
+/// Asserts the CORS headers every public answer carries: any origin, and the entity tag and the
+/// request id readable by its scripts.
 fn assert_cors(response: &Response, what: &str) {
     assert_eq!(
         header(response, "access-control-allow-origin"),
@@ -94,12 +95,14 @@ fn assert_cors(response: &Response, what: &str) {
         "Access-Control-Allow-Origin on {what}"
     );
     let exposed = header(response, "access-control-expose-headers").unwrap_or_default();
-    assert!(
-        exposed
-            .split(',')
-            .any(|name| name.trim().eq_ignore_ascii_case("etag")),
-        "Access-Control-Expose-Headers lists ETag on {what}: {exposed:?}"
-    );
+    for name in ["etag", "x-request-id"] {
+        assert!(
+            exposed
+                .split(',')
+                .any(|exposed| exposed.trim().eq_ignore_ascii_case(name)),
+            "Access-Control-Expose-Headers lists {name} on {what}: {exposed:?}"
+        );
+    }
 }
 
 /// The raw text and parsed body of a 404 problem.
@@ -458,6 +461,65 @@ async fn every_public_answer_allows_any_origin_and_exposes_the_etag() {
         assert_cors(&response, &path);
         problem(response, 404).await;
     }
+}
+
+#[tokio::test]
+async fn every_public_problem_allows_any_origin_and_exposes_the_request_id() {
+    let app = TestApp::spawn().await;
+    let silent = device(&app, "alice", "Silent", true, true).await;
+    let private = device(&app, "alice", "Bedroom", false, true).await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+
+    // 404: unknown, private, never reported, and no route at all under /public/.
+    let mut not_found_paths = device_routes(&unknown).to_vec();
+    not_found_paths.extend(device_routes(id_of(&private)));
+    not_found_paths.push(format!("/public/devices/{}/current", id_of(&silent)));
+    not_found_paths.push("/public/nothing-here".to_owned());
+    not_found_paths.push(format!("/public/devices/{unknown}/elsewhere"));
+    for path in &not_found_paths {
+        let response = app.get_public(path).await;
+        assert_cors(&response, path);
+        problem(response, 404).await;
+    }
+
+    // 422: a malformed id, a missing or unknown timeline.
+    let mut invalid_paths = device_routes("not-a-uuid").to_vec();
+    invalid_paths.push(format!("/public/devices/{}/historical", id_of(&silent)));
+    invalid_paths.push(format!(
+        "/public/devices/{}/historical?timeline=hourly",
+        id_of(&silent)
+    ));
+    for path in &invalid_paths {
+        let response = app.get_public(path).await;
+        assert_cors(&response, path);
+        let body = problem(response, 422).await;
+        assert_eq!(body["type"], "urn:airq:problem:validation", "GET {path}");
+    }
+
+    // 405: another method on a public route.
+    for method in [Method::POST, Method::DELETE, Method::PUT] {
+        let response = app
+            .client
+            .request(method.clone(), app.url("/public/map/devices"))
+            .send()
+            .await
+            .expect("request sent");
+        assert_cors(&response, &format!("{method} /public/map/devices"));
+        problem(response, 405).await;
+    }
+
+    // The request id a widget reads is the one it sent.
+    let response = app
+        .client
+        .get(app.url(&format!("/public/devices/{unknown}")))
+        .header("origin", "https://widget.example")
+        .header("x-request-id", "widget-404")
+        .send()
+        .await
+        .expect("request sent");
+    assert_cors(&response, "404 with a request id");
+    assert_eq!(header(&response, "x-request-id"), Some("widget-404"));
+    problem(response, 404).await;
 }
 
 #[tokio::test]
@@ -866,38 +928,110 @@ async fn public_historical_checks_the_query_before_the_device_exists() {
     );
 }
 
-#[tokio::test]
-async fn a_cors_preflight_on_a_public_route_allows_get_with_if_none_match() {
-    let app = TestApp::spawn().await;
-    let response = app
-        .client
-        .request(reqwest::Method::OPTIONS, app.url("/public/map/devices"))
+/// An `OPTIONS` request as a browser sends it before a cross-origin `GET` with `If-None-Match`.
+async fn preflight(app: &TestApp, path: &str) -> Response {
+    app.client
+        .request(Method::OPTIONS, app.url(path))
         .header("origin", "https://widget.example")
         .header("access-control-request-method", "GET")
         .header("access-control-request-headers", "if-none-match")
         .send()
         .await
-        .unwrap();
-    assert_eq!(response.status(), 204);
-    assert_eq!(response.headers()["access-control-allow-origin"], "*");
-    assert!(response.headers()["access-control-allow-methods"]
-        .to_str()
-        .unwrap()
-        .contains("GET"));
-    assert!(response.headers()["access-control-allow-headers"]
-        .to_str()
-        .unwrap()
-        .to_ascii_lowercase()
-        .contains("if-none-match"));
-    let owner_route = app
+        .expect("request sent")
+}
+
+#[tokio::test]
+async fn a_cors_preflight_on_a_public_route_allows_get_with_if_none_match() {
+    let app = TestApp::spawn().await;
+    let registered = device(&app, "alice", "Balcony", true, true).await;
+    app.upload_ok(&registered, &located(sample(), 48.85, 2.35))
+        .await;
+    let private = device(&app, "alice", "Bedroom", false, true).await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+
+    // The four public routes, whatever the id: the preflight does not look the device up.
+    let mut paths = vec!["/public/map/devices".to_owned()];
+    for id in [id_of(&registered), id_of(&private), unknown.as_str()] {
+        for route in [
+            format!("/public/devices/{id}"),
+            format!("/public/devices/{id}/current"),
+            format!("/public/devices/{id}/historical"),
+        ] {
+            paths.push(route);
+        }
+    }
+    for path in &paths {
+        let response = preflight(&app, path).await;
+        assert_eq!(response.status(), 204, "OPTIONS {path}");
+        assert_cors(&response, &format!("OPTIONS {path}"));
+        assert_eq!(
+            header(&response, "access-control-allow-methods"),
+            Some("GET, OPTIONS"),
+            "OPTIONS {path}"
+        );
+        assert_eq!(
+            header(&response, "access-control-allow-headers")
+                .map(str::to_ascii_lowercase)
+                .as_deref(),
+            Some("if-none-match"),
+            "OPTIONS {path}"
+        );
+        assert_eq!(
+            header(&response, "access-control-max-age"),
+            Some("86400"),
+            "OPTIONS {path}"
+        );
+        assert!(
+            header(&response, "x-request-id").is_some(),
+            "a request id on OPTIONS {path}"
+        );
+        assert!(
+            response.bytes().await.expect("body").is_empty(),
+            "an empty body on OPTIONS {path}"
+        );
+    }
+
+    // A bare OPTIONS (no preflight headers) gets the same answer.
+    let response = app
         .client
-        .request(reqwest::Method::OPTIONS, app.url("/devices"))
+        .request(Method::OPTIONS, app.url("/public/map/devices"))
         .send()
         .await
-        .unwrap();
+        .expect("request sent");
+    assert_eq!(response.status(), 204, "a bare OPTIONS");
     assert_eq!(
-        owner_route.status(),
-        405,
-        "owner routes do not answer preflights"
+        header(&response, "access-control-allow-methods"),
+        Some("GET, OPTIONS")
     );
+
+    // Owner routes do not answer preflights, and do not allow other origins either.
+    let id = id_of(&registered);
+    for path in [
+        "/devices".to_owned(),
+        format!("/devices/{id}"),
+        format!("/devices/{id}/rotate-key"),
+        format!("/devices/{id}/current"),
+        format!("/devices/{id}/historical"),
+        "/data".to_owned(),
+        "/air-quality/current".to_owned(),
+        "/air-quality/historical".to_owned(),
+        "/air-quality/custom".to_owned(),
+    ] {
+        let response = preflight(&app, &path).await;
+        assert_eq!(
+            header(&response, "access-control-allow-origin"),
+            None,
+            "no Access-Control-Allow-Origin on OPTIONS {path}"
+        );
+        assert_eq!(
+            header(&response, "access-control-allow-methods"),
+            None,
+            "no Access-Control-Allow-Methods on OPTIONS {path}"
+        );
+        assert!(
+            header(&response, "allow").is_some_and(|allow| !allow.contains("OPTIONS")),
+            "Allow on OPTIONS {path}"
+        );
+        problem(response, 405).await;
+    }
 }

@@ -806,6 +806,141 @@ async fn aqi_is_not_negative() {
     assert_eq!(errors, [fe("aqi", "minimum", "body")]);
 }
 
+/// The detail of the one field error of a 422 answer to uploading `body`.
+async fn rejection_detail(app: &TestApp, device: &Value, body: &Value) -> String {
+    let response = app.upload(device, body).await;
+    let problem_body = problem(response, 422).await;
+    let errors = problem_body["errors"].as_array().expect("errors array");
+    assert_eq!(errors.len(), 1, "one field error: {problem_body}");
+    errors[0]["detail"].as_str().expect("detail").to_owned()
+}
+
+#[tokio::test]
+async fn aqi_is_at_most_10000() {
+    let (app, device) = app_with_device().await;
+    accepted(&app, &device, &with(sample(), "aqi", json!(10_000))).await;
+    accepted(&app, &device, &with(sample(), "aqi", json!(9_999))).await;
+    let too_high = with(sample(), "aqi", json!(10_001));
+    assert_eq!(
+        rejected(&app, &device, &too_high).await,
+        [fe("aqi", "maximum", "body")]
+    );
+    let detail = rejection_detail(&app, &device, &too_high).await;
+    assert!(
+        detail.contains("10000"),
+        "the detail names the bound: {detail}"
+    );
+    assert_eq!(
+        rejected(&app, &device, &with(sample(), "aqi", json!(i64::MAX))).await,
+        [fe("aqi", "maximum", "body")]
+    );
+}
+
+#[tokio::test]
+async fn particulate_values_are_at_most_100000() {
+    let (app, device) = app_with_device().await;
+    for path in ["pms_data.pm1_0", "pms_data.pm2_5", "pms_data.pm10_0"] {
+        accepted(&app, &device, &with(sample(), path, json!(100_000))).await;
+        accepted(&app, &device, &with(sample(), path, json!(100_000.0))).await;
+        accepted(&app, &device, &with(sample(), path, json!(99_999.5))).await;
+        let errors = rejected(&app, &device, &with(sample(), path, json!(100_000.5))).await;
+        assert_eq!(errors, [fe(path, "maximum", "body")], "{path}");
+        let errors = rejected(&app, &device, &with(sample(), path, json!(1e300))).await;
+        assert_eq!(errors, [fe(path, "maximum", "body")], "{path}: 1e300");
+    }
+}
+
+#[tokio::test]
+async fn temperature_and_heat_index_lie_between_minus_1000_and_1000_inclusive() {
+    let (app, device) = app_with_device().await;
+    for path in [
+        "temperature_data.temperature",
+        "temperature_data.heat_index",
+    ] {
+        for ok in [
+            json!(1_000),
+            json!(1_000.0),
+            json!(-1_000),
+            json!(-1_000.0),
+            json!(999.5),
+            json!(-999.5),
+        ] {
+            accepted(&app, &device, &with(sample(), path, ok)).await;
+        }
+        let errors = rejected(&app, &device, &with(sample(), path, json!(1_000.5))).await;
+        assert_eq!(errors, [fe(path, "maximum", "body")], "{path}: 1000.5");
+        let errors = rejected(&app, &device, &with(sample(), path, json!(-1_000.5))).await;
+        assert_eq!(errors, [fe(path, "minimum", "body")], "{path}: -1000.5");
+    }
+}
+
+#[tokio::test]
+async fn every_value_past_its_bound_is_listed_at_once() {
+    let (app, device) = app_with_device().await;
+    let mut body = sample();
+    body["aqi"] = json!(10_001);
+    body["pms_data"]["pm1_0"] = json!(100_000.5);
+    body["pms_data"]["pm2_5"] = json!(-0.5);
+    body["pms_data"]["pm10_0"] = json!(1_000_000);
+    body["temperature_data"]["temperature"] = json!(1_000.5);
+    body["temperature_data"]["heat_index"] = json!(-1_000.5);
+    let errors = rejected(&app, &device, &body).await;
+    assert_eq!(
+        errors,
+        sorted(vec![
+            fe("aqi", "maximum", "body"),
+            fe("pms_data.pm1_0", "maximum", "body"),
+            fe("pms_data.pm2_5", "minimum", "body"),
+            fe("pms_data.pm10_0", "maximum", "body"),
+            fe("temperature_data.temperature", "maximum", "body"),
+            fe("temperature_data.heat_index", "minimum", "body"),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn an_aqi_written_without_a_fraction_is_stored_as_that_integer() {
+    let (app, device) = app_with_device().await;
+    // Written out by hand: `42.0` must reach the server as a JSON number with a fraction part.
+    let text = sample()
+        .to_string()
+        .replacen("\"aqi\":42", "\"aqi\":42.0", 1);
+    assert!(text.contains("\"aqi\":42.0"), "{text}");
+    receipt(post_as(&app, &device, Some("application/json"), text).await).await;
+    let current = app
+        .data_as(
+            "alice",
+            &format!("/devices/{}/current", device_uuid(&device)),
+        )
+        .await;
+    assert_eq!(current["sample_count"], 1, "{current}");
+    assert_eq!(current["aqi"], json!(42), "{current}");
+    assert!(current["aqi"].is_i64(), "an integer: {current}");
+    // Other spellings of an integral number are integers too; a fraction is not.
+    accepted(&app, &device, &with(sample(), "aqi", json!(0.0))).await;
+    accepted(&app, &device, &with(sample(), "aqi", json!(10_000.0))).await;
+    assert_eq!(
+        rejected(&app, &device, &with(sample(), "aqi", json!(10_001.0))).await,
+        [fe("aqi", "maximum", "body")]
+    );
+    assert_eq!(
+        rejected(&app, &device, &with(sample(), "aqi", json!(-1.0))).await,
+        [fe("aqi", "minimum", "body")]
+    );
+}
+
+#[tokio::test]
+async fn an_aqi_with_a_fraction_is_422_type() {
+    let (app, device) = app_with_device().await;
+    for aqi in [json!(42.5), json!(0.5), json!(9_999.9)] {
+        assert_eq!(
+            rejected(&app, &device, &with(sample(), "aqi", aqi.clone())).await,
+            [fe("aqi", "type", "body")],
+            "aqi: {aqi}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn providers_have_1_to_50_characters() {
     let (app, device) = app_with_device().await;
@@ -1217,40 +1352,121 @@ async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
 // ---------------------------------------------------------------------------------------------
 // Robustness of what is accepted
 
-/// The status of an upload of an out-of-the-ordinary value: stored or refused, never a failure.
-async fn stored_or_refused(response: reqwest::Response) {
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap_or_default();
+/// A reading at the upper bound of every value.
+fn maximal() -> Value {
+    let mut body = sample();
+    body["aqi"] = json!(10_000);
+    for field in ["pm1_0", "pm2_5", "pm10_0"] {
+        body["pms_data"][field] = json!(100_000.0);
+    }
+    body["temperature_data"]["temperature"] = json!(1_000.0);
+    body["temperature_data"]["heat_index"] = json!(1_000.0);
+    body["temperature_data"]["humidity"] = json!(100.0);
+    body
+}
+
+/// Asserts that every metric of `metrics` is a finite number and `aqi` an integer.
+fn assert_finite_metrics(metrics: &Value, what: &str) {
+    for field in [
+        "aqi",
+        "pm1_0",
+        "pm2_5",
+        "pm10_0",
+        "temperature",
+        "heat_index",
+        "humidity",
+    ] {
+        let value = metrics[field].as_f64();
+        assert!(
+            value.is_some_and(f64::is_finite),
+            "{what}: {field} is a finite number in {metrics}"
+        );
+    }
     assert!(
-        status == 201 || status == 422,
-        "an extreme value is stored (201) or refused (422), not {status}: {text}"
+        metrics["aqi"].is_i64(),
+        "{what}: aqi is an integer in {metrics}"
+    );
+}
+
+fn assert_close(actual: &Value, expected: f64, what: &str) {
+    let value = actual.as_f64().unwrap_or(f64::NAN);
+    assert!(
+        (value - expected).abs() <= expected.abs() * 1e-9,
+        "{what}: {value} != {expected}"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extreme_aqi_never_breaks_later_uploads() {
     let app = TestApp::spawn().await;
+    // Every upload below falls in one 15-minute slot.
+    let now: DateTime<Utc> = "2026-03-10T12:01:00Z".parse().expect("instant");
+    app.clock.set(now);
     let loud = app.register_named("alice", "loud").await;
     let quiet = app.register_named("alice", "quiet").await;
+
+    // Past the bound: refused, one after the other and two in the same batch.
     let huge = with(sample(), "aqi", json!(i64::MAX));
-    // One after the other, then two in the same batch.
-    stored_or_refused(app.upload(&loud, &huge).await).await;
-    stored_or_refused(app.upload(&loud, &huge).await).await;
+    assert_eq!(
+        rejected(&app, &loud, &huge).await,
+        [fe("aqi", "maximum", "body")]
+    );
     let (first, second) = tokio::join!(app.upload(&loud, &huge), app.upload(&loud, &huge));
-    stored_or_refused(first).await;
-    stored_or_refused(second).await;
+    for response in [first, second] {
+        let body = problem(response, 422).await;
+        assert_eq!(field_errors(&body), [fe("aqi", "maximum", "body")]);
+    }
+
+    // At the bound: stored, twice in the same batch and slot.
+    let maximal = maximal();
+    let (first, second) = tokio::join!(app.upload(&loud, &maximal), app.upload(&loud, &maximal));
+    receipt(first).await;
+    receipt(second).await;
     // Ordinary readings, of this device and of another, are still stored.
     let ordinary = sample();
     let (quiet_upload, loud_upload) =
         tokio::join!(app.upload(&quiet, &ordinary), app.upload(&loud, &ordinary));
     receipt(quiet_upload).await;
     receipt(loud_upload).await;
-    let response = app.get_as("alice", "/air-quality/current").await;
-    assert_eq!(
-        response.status(),
-        200,
-        "the owner-wide snapshot still answers"
-    );
+
+    // Reads still answer, with exact means: (2 × 10000 + 42) / 3 and (2 × 100000 + 10) / 3.
+    let loud_id = device_uuid(&loud);
+    let current = app
+        .data_as("alice", &format!("/devices/{loud_id}/current"))
+        .await;
+    assert_finite_metrics(&current, "device snapshot");
+    assert_eq!(current["sample_count"], 3, "{current}");
+    assert_eq!(current["aqi"], 6681, "{current}");
+    assert_close(&current["pm2_5"], 200_010.0 / 3.0, "pm2_5");
+    assert_close(&current["temperature"], 2_021.5 / 3.0, "temperature");
+
+    let pooled = app.data_as("alice", "/air-quality/current").await;
+    assert_finite_metrics(&pooled, "owner-wide snapshot");
+    assert_eq!(pooled["sample_count"], 4, "{pooled}");
+    assert_eq!(pooled["aqi"], 5021, "(20000 + 42 + 42) / 4: {pooled}");
+
+    for path in [
+        format!("/devices/{loud_id}/historical?timeline=daily"),
+        "/air-quality/historical?timeline=daily".to_owned(),
+        "/air-quality/historical?timeline=yearly".to_owned(),
+    ] {
+        let points = app.data_as("alice", &path).await;
+        let points = points.as_array().expect("a data array");
+        assert!(!points.is_empty(), "GET {path}: a bucket");
+        for point in points {
+            assert_finite_metrics(&point["metrics"], &path);
+        }
+    }
+    let points = app
+        .data_as(
+            "alice",
+            &format!("/devices/{loud_id}/historical?timeline=daily"),
+        )
+        .await;
+    let last = points.as_array().and_then(|points| points.last()).cloned();
+    let last = last.expect("the current bucket");
+    assert_eq!(last["metrics"]["aqi"], 6681, "{last}");
+    assert_close(&last["metrics"]["pm2_5"], 200_010.0 / 3.0, "bucket pm2_5");
 }
 
 #[tokio::test]
@@ -1266,4 +1482,41 @@ async fn deleting_a_device_removes_its_stored_readings() {
         [kept],
         "a deleted device's readings are gone at once"
     );
+}
+
+#[tokio::test]
+async fn an_aqi_beyond_any_integer_range_is_422_maximum() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "Balcony").await;
+    for aqi in [
+        "18446744073709551615",
+        "1e300",
+        "9007199254740992.0",
+        "-1e300",
+    ] {
+        let body = serde_json::to_string(&crate::common::sample())
+            .unwrap()
+            .replacen("\"aqi\":42", &format!("\"aqi\":{aqi}"), 1);
+        let response = app
+            .client
+            .post(app.url("/data"))
+            .header("x-device-id", device["device_id"].as_str().unwrap())
+            .header("x-device-key", device["device_key"].as_str().unwrap())
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let problem = crate::common::problem(response, 422).await;
+        let expected = if aqi.starts_with('-') {
+            "minimum"
+        } else {
+            "maximum"
+        };
+        assert_eq!(
+            crate::common::field_errors(&problem),
+            [crate::common::fe("aqi", expected, "body")],
+            "aqi {aqi}"
+        );
+    }
 }

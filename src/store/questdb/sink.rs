@@ -152,7 +152,7 @@ impl ReadingSink for QuestDbSink {
         self.flush()?;
         if let Err(error) = self.await_visibility().await {
             // Committed is committed: the rows are durable and become readable shortly.
-            tracing::warn!(error = %crate::store::chain(&error), "could not confirm that QuestDB applied the batch");
+            tracing::warn!(error = %crate::telemetry::chain(&error), "could not confirm that QuestDB applied the batch");
         }
         Ok(())
     }

@@ -76,6 +76,17 @@ impl DeviceRow {
     }
 }
 
+/// The devices of a query's rows.
+fn collect(
+    rows: impl Iterator<Item = rusqlite::Result<DeviceRow>>,
+) -> Result<Vec<Device>, StoreError> {
+    rows.map(|row| {
+        row.map_err(StoreError::from)
+            .and_then(DeviceRow::into_device)
+    })
+    .collect()
+}
+
 fn parse_uuid(text: &str) -> Result<DeviceUuid, StoreError> {
     Uuid::try_parse(text)
         .map(DeviceUuid::from_uuid)
@@ -131,12 +142,8 @@ impl DeviceStore for SqliteDevices {
                 let mut statement = connection.prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM devices WHERE owner = ?1 ORDER BY created_at, id"
                 ))?;
-                let rows = statement.query_map([owner], DeviceRow::read)?;
-                rows.map(|row| {
-                    row.map_err(StoreError::from)
-                        .and_then(DeviceRow::into_device)
-                })
-                .collect()
+                let devices = collect(statement.query_map([owner], DeviceRow::read)?);
+                devices
             })
             .await
     }
@@ -235,9 +242,8 @@ impl DeviceStore for SqliteDevices {
                 let mut statement = connection.prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM devices WHERE is_public AND is_location_public ORDER BY created_at, id"
                 ))?;
-                let rows = statement.query_map([], DeviceRow::read)?;
-                rows.map(|row| row.map_err(StoreError::from).and_then(DeviceRow::into_device))
-                    .collect()
+                let devices = collect(statement.query_map([], DeviceRow::read)?);
+                devices
             })
             .await
     }
