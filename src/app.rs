@@ -17,6 +17,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::public::map_cache;
 use crate::http::{server, AppState};
+use crate::metrics::Metrics;
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, PostgresDevices};
@@ -75,6 +76,7 @@ impl Application {
         if let Err(error) = auth.warm_up().await {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
+        let metrics = Arc::new(Metrics::default());
         // SQLite is opened only when a store lives there, and then once for both.
         let mut embedded: Option<Arc<Sqlite>> = None;
         let mut sqlite = || -> Result<Arc<Sqlite>, StoreError> {
@@ -124,8 +126,8 @@ impl Application {
                     )
                 }
             };
-        let (batch_writer, writer) =
-            BatchWriter::start(sink, config.batch).map_err(StartError::Writer)?;
+        let (batch_writer, writer) = BatchWriter::start(sink, config.batch, Arc::clone(&metrics))
+            .map_err(StartError::Writer)?;
         let state = Arc::new(AppState {
             auth,
             device_keys,
@@ -134,6 +136,7 @@ impl Application {
             writer: batch_writer,
             map: map_cache(config.map_cache_ttl),
             map_ttl: config.map_cache_ttl,
+            metrics,
             clock,
         });
         let bind_error = |source| StartError::Bind {

@@ -25,6 +25,7 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod metrics;
 pub mod store;
 pub mod telemetry;
 

@@ -16,6 +16,8 @@ pub enum Route<'a> {
     Health,
     /// `/readyz`
     Ready,
+    /// `/metrics`
+    Metrics,
     /// `/api/v1/openapi.json`
     OpenApi,
     /// `/api/v1/devices`
@@ -55,6 +57,9 @@ impl<'a> Route<'a> {
         if path == "/readyz" {
             return Some(Self::Ready);
         }
+        if path == "/metrics" {
+            return Some(Self::Metrics);
+        }
         let rest = path.strip_prefix("/api/v1/")?;
         let segments: Vec<&str> = rest.split('/').collect();
         Some(match segments.as_slice() {
@@ -84,6 +89,7 @@ impl<'a> Route<'a> {
             Self::RotateKey(_) | Self::Data => "POST",
             Self::Health
             | Self::Ready
+            | Self::Metrics
             | Self::OpenApi
             | Self::DeviceCurrent(_)
             | Self::DeviceHistorical(_)
@@ -117,6 +123,7 @@ pub async fn dispatch(request: Request, state: &AppState) -> Result<Response, Ap
     match (route, method) {
         (Route::Health, Method::GET) => meta::health(),
         (Route::Ready, Method::GET) => meta::ready(state).await,
+        (Route::Metrics, Method::GET) => Ok(meta::metrics(state)),
         (Route::OpenApi, Method::GET) => Ok(meta::openapi()),
         (Route::Devices, Method::POST) => devices::register(request, state).await,
         (Route::Devices, Method::GET) => devices::list(request, state).await,

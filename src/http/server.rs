@@ -102,6 +102,7 @@ async fn handle(request: Request, state: &AppState) -> Response {
             span.in_scope(|| ApiError::Panic(message).into_response(&path, &request_id))
         }
     };
+    state.metrics.response(response.status().as_u16());
     let headers = response.headers_mut();
     headers.insert(request_id::HEADER, request_id.header_value());
     if path.starts_with(PUBLIC_PREFIX) {

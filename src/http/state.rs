@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::auth::{Authenticator, DeviceKeys};
 use crate::clock::Clock;
 use crate::http::public::MapCache;
+use crate::metrics::Metrics;
 use crate::store::batch_writer::BatchWriter;
 use crate::store::{DeviceStore, ReadingStore};
 
@@ -26,6 +27,8 @@ pub struct AppState {
     pub map: MapCache,
     /// How long the map is cached (also its `Cache-Control: max-age`).
     pub map_ttl: Duration,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }

@@ -18,6 +18,7 @@
 //! The writer runs on its own thread with a single-threaded runtime, because sinks are synchronous
 //! (rusqlite; the QuestDB client) and must not block the server's workers.
 
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use chrono::{DateTime, Utc};
@@ -27,6 +28,7 @@ use tokio::time::Instant;
 use super::{ReadingSink, StoreError};
 use crate::config::BatchConfig;
 use crate::domain::{DeviceUuid, Reading, ReadingId, StoredReading};
+use crate::metrics::Metrics;
 
 /// What an upload learns once its batch is committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,7 @@ impl BatchWriter {
     pub fn start(
         sink: Box<dyn ReadingSink>,
         config: BatchConfig,
+        metrics: Arc<Metrics>,
     ) -> std::io::Result<(Self, WriterGuard)> {
         let (queue, receiver) = mpsc::channel(config.queue.max(1));
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -79,7 +82,7 @@ impl BatchWriter {
             .build()?;
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
-            .spawn(move || runtime.block_on(run(receiver, sink, config)))?;
+            .spawn(move || runtime.block_on(run(receiver, sink, config, metrics)))?;
         Ok((
             Self { queue },
             WriterGuard {
@@ -126,6 +129,7 @@ async fn run(
     mut queue: mpsc::Receiver<Pending>,
     mut sink: Box<dyn ReadingSink>,
     config: BatchConfig,
+    metrics: Arc<Metrics>,
 ) {
     let max_rows = config.max_rows.max(1);
     let mut batch = Vec::with_capacity(max_rows);
@@ -144,13 +148,19 @@ async fn run(
                 }
             }
         }
-        flush(sink.as_mut(), &mut batch, &config).await;
+        flush(sink.as_mut(), &mut batch, &config, &metrics).await;
     }
     tracing::info!("batch writer drained and stopped");
 }
 
 /// Writes `batch` (retrying) and answers every upload in it.
-async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &BatchConfig) {
+async fn flush(
+    sink: &mut dyn ReadingSink,
+    batch: &mut Vec<Pending>,
+    config: &BatchConfig,
+    metrics: &Metrics,
+) {
+    let started = std::time::Instant::now();
     let (replies, outcome) = match allocate(sink, batch.len()).await {
         Ok(ids) => {
             let (replies, rows): (Vec<_>, Vec<_>) = batch
@@ -166,7 +176,7 @@ async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &Ba
                     (pending.reply, row)
                 })
                 .unzip();
-            let written = write_with_retries(sink, &rows, config).await;
+            let written = write_with_retries(sink, &rows, config, metrics).await;
             let receipts = written.map(|()| {
                 rows.iter()
                     .map(|row| Receipt {
@@ -184,12 +194,14 @@ async fn flush(sink: &mut dyn ReadingSink, batch: &mut Vec<Pending>, config: &Ba
     };
     match outcome {
         Ok(receipts) => {
+            metrics.batch_committed(receipts.len(), started.elapsed().as_micros() as u64);
             for (reply, receipt) in replies.into_iter().zip(receipts) {
                 // An upload whose client went away no longer listens; its row is stored all the same.
                 let _ = reply.send(Ok(receipt));
             }
         }
         Err(error) => {
+            metrics.batch_failed();
             tracing::error!(error = %crate::telemetry::chain(&error), rows = replies.len(), "batch not stored; uploads answered with 500");
             let failure = WriteError::Failed(error.to_string());
             for reply in replies {
@@ -216,6 +228,7 @@ async fn write_with_retries(
     sink: &mut dyn ReadingSink,
     rows: &[StoredReading],
     config: &BatchConfig,
+    metrics: &Metrics,
 ) -> Result<(), StoreError> {
     let mut backoff = config.retry_backoff;
     let mut attempt = 0;
@@ -224,6 +237,7 @@ async fn write_with_retries(
             Ok(()) => return Ok(()),
             Err(error) if attempt < config.retries => {
                 attempt += 1;
+                metrics.flush_retried();
                 tracing::warn!(error = %crate::telemetry::chain(&error), attempt, "batch write failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = backoff.saturating_mul(2);
@@ -313,7 +327,8 @@ mod tests {
             written: Arc::clone(&written),
             next: 1,
         };
-        let (writer, guard) = BatchWriter::start(Box::new(sink), config(2)).expect("writer");
+        let (writer, guard) =
+            BatchWriter::start(Box::new(sink), config(2), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 3).await;
         drop(writer);
         guard.join().await;
@@ -335,7 +350,8 @@ mod tests {
             written: Arc::clone(&written),
             next: 1,
         };
-        let (writer, guard) = BatchWriter::start(Box::new(sink), config(1)).expect("writer");
+        let (writer, guard) =
+            BatchWriter::start(Box::new(sink), config(1), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 6).await;
         drop(writer);
         guard.join().await;
@@ -353,7 +369,8 @@ mod tests {
             written: Arc::clone(&written),
             next: 1,
         };
-        let (writer, guard) = BatchWriter::start(Box::new(sink), config(0)).expect("writer");
+        let (writer, guard) =
+            BatchWriter::start(Box::new(sink), config(0), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 10).await;
         drop(writer);
         guard.join().await;

@@ -13,6 +13,7 @@ use crate::common::TestApp;
 const ROUTES: &[(&str, &str)] = &[
     // service
     ("GET", "/healthz"),
+    ("GET", "/metrics"),
     ("GET", "/readyz"),
     ("GET", "/openapi.json"),
     // devices

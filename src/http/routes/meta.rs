@@ -1,4 +1,4 @@
-//! Service endpoints: liveness, readiness, the OpenAPI document.
+//! Service endpoints: liveness, readiness, counters, the OpenAPI document.
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -21,6 +21,15 @@ pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
     state.devices.ping().await.map_err(ApiError::NotReady)?;
     state.readings.ping().await.map_err(ApiError::NotReady)?;
     respond::json(StatusCode::OK, &json!({ "status": "ready" }))
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+pub fn metrics(state: &AppState) -> Response {
+    respond::with_body(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        Bytes::from(state.metrics.render()),
+    )
 }
 
 /// `GET /api/v1/openapi.json`.
