@@ -17,4 +17,5 @@ mod errors;
 mod historical;
 mod openapi;
 mod public;
+mod sqlite_readings;
 mod upload;

@@ -2,10 +2,6 @@
 //! promises seen from outside (no 201 before the commit, all or nothing, drain on shutdown).
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 use airq::clock::Clock;
 use chrono::{DateTime, TimeDelta, Utc};
@@ -27,17 +23,17 @@ type FieldError = (String, String, String);
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-async fn app_with_device() -> (TestApp, Value) {
+pub(crate) async fn app_with_device() -> (TestApp, Value) {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "balcony").await;
     (app, device)
 }
 
-fn device_id(device: &Value) -> &str {
+pub(crate) fn device_id(device: &Value) -> &str {
     device["device_id"].as_str().expect("device_id")
 }
 
-fn device_key(device: &Value) -> &str {
+pub(crate) fn device_key(device: &Value) -> &str {
     device["device_key"].as_str().expect("device_key")
 }
 
@@ -84,7 +80,7 @@ async fn post_as(
 }
 
 /// An upload through a cloned client, for spawned tasks.
-async fn upload_with(
+pub(crate) async fn upload_with(
     client: &reqwest::Client,
     url: &str,
     device: &Value,
@@ -117,7 +113,7 @@ async fn refused(response: reqwest::Response) -> Value {
 }
 
 /// Checks a 201 receipt and returns its id and `created_at`.
-async fn receipt(response: reqwest::Response) -> (u64, DateTime<Utc>) {
+pub(crate) async fn receipt(response: reqwest::Response) -> (u64, DateTime<Utc>) {
     let status = response.status();
     let content_type = response.headers().get("content-type").cloned();
     let body: Value = response.json().await.expect("json body");
@@ -140,7 +136,7 @@ async fn receipt(response: reqwest::Response) -> (u64, DateTime<Utc>) {
     (id, created_at)
 }
 
-async fn accepted(app: &TestApp, device: &Value, body: &Value) -> (u64, DateTime<Utc>) {
+pub(crate) async fn accepted(app: &TestApp, device: &Value, body: &Value) -> (u64, DateTime<Utc>) {
     let response = app.upload(device, body).await;
     let status = response.status();
     if status != 201 {
@@ -195,21 +191,7 @@ fn with(mut body: Value, path: &str, value: Value) -> Value {
     body
 }
 
-/// The receipt ids stored in the `readings` table of the data dir's database, ascending.
-fn stored_ids(data_dir: &Path) -> Vec<u64> {
-    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
-    let mut statement = connection
-        .prepare("SELECT id FROM readings ORDER BY id")
-        .expect("prepare");
-    let ids = statement
-        .query_map([], |row| row.get::<_, i64>(0))
-        .expect("query")
-        .map(|id| u64::try_from(id.expect("row")).expect("positive id"))
-        .collect();
-    ids
-}
-
-async fn sample_count(app: &TestApp, device: &Value) -> u64 {
+pub(crate) async fn sample_count(app: &TestApp, device: &Value) -> u64 {
     let current = app
         .data_as(
             "alice",
@@ -236,7 +218,7 @@ async fn rotate(app: &TestApp, device: &Value) -> Value {
     rotated
 }
 
-async fn delete(app: &TestApp, device: &Value) {
+pub(crate) async fn delete(app: &TestApp, device: &Value) {
     let response = app
         .owner_request(
             Method::DELETE,
@@ -1176,7 +1158,7 @@ async fn parallel_uploads_are_each_stored_once() {
         );
     }
     assert_eq!(
-        stored_ids(app.data_dir.path()),
+        app.stored_ids().await,
         ids,
         "exactly the acknowledged readings are stored"
     );
@@ -1184,173 +1166,6 @@ async fn parallel_uploads_are_each_stored_once() {
 
 // ---------------------------------------------------------------------------------------------
 // 8. A failing sink (a real fault: another connection holds SQLite's write lock)
-
-async fn app_with_short_lock_waits() -> TestApp {
-    TestApp::spawn_with(|c| {
-        c.sqlite_busy_timeout = Duration::from_millis(20);
-        c.batch.retries = 2;
-        c.batch.retry_backoff = Duration::from_millis(5);
-    })
-    .await
-}
-
-/// A connection holding the database's write lock until it is rolled back.
-fn hold_write_lock(data_dir: &Path) -> rusqlite::Connection {
-    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
-    connection
-        .busy_timeout(Duration::from_secs(10))
-        .expect("busy timeout");
-    connection
-        .execute_batch("BEGIN EXCLUSIVE")
-        .expect("write lock taken");
-    connection
-}
-
-/// Checks an opaque 500: problem shape, request id in header and detail, nothing internal.
-async fn opaque_500(response: reqwest::Response) -> String {
-    let request_id = response
-        .headers()
-        .get("x-request-id")
-        .expect("x-request-id")
-        .to_str()
-        .expect("ascii request id")
-        .to_owned();
-    assert!(!request_id.is_empty());
-    let body = problem(response, 500).await;
-    assert_eq!(body["type"], "about:blank");
-    assert_eq!(body["instance"], "/api/v1/data");
-    let detail = body["detail"].as_str().expect("detail");
-    assert!(
-        detail.contains(&request_id),
-        "detail {detail:?} quotes {request_id}"
-    );
-    let text = body.to_string().to_lowercase();
-    for internal in [
-        "sql", "database", "locked", "busy", "insert", "readings", "batch",
-    ] {
-        assert!(!text.contains(internal), "{internal:?} leaks in {body}");
-    }
-    assert_eq!(
-        body["errors"].as_array().map_or(0, Vec::len),
-        0,
-        "no field errors"
-    );
-    request_id
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
-    let app = app_with_short_lock_waits().await;
-    let device = app.register_named("alice", "locked out").await;
-    let url = app.url("/data");
-    // Before the fault: stored, and the device's credentials are cached.
-    let (before, _) = accepted(&app, &device, &sample()).await;
-
-    let lock = hold_write_lock(app.data_dir.path());
-    let during = join_all((0..6).map(|n| {
-        let body = sample_with(n, 1.0, 20.0);
-        let client = app.client.clone();
-        let url = url.clone();
-        let device = device.clone();
-        async move { upload_with(&client, &url, &device, &body).await }
-    }))
-    .await;
-    for response in during {
-        opaque_500(response).await;
-    }
-    lock.execute_batch("ROLLBACK").expect("lock released");
-    drop(lock);
-
-    let (after, _) = accepted(&app, &device, &sample()).await;
-    assert_eq!(
-        stored_ids(app.data_dir.path()),
-        [before, after],
-        "exactly the acknowledged readings are stored"
-    );
-    assert_eq!(sample_count(&app, &device).await, 2);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_500_quotes_the_request_id_of_its_header() {
-    let app = app_with_short_lock_waits().await;
-    let device = app.register_named("alice", "locked out").await;
-    let (before, _) = accepted(&app, &device, &sample()).await;
-    let lock = hold_write_lock(app.data_dir.path());
-    // A generated id.
-    let generated = opaque_500(app.upload(&device, &sample()).await).await;
-    // The caller's own id, echoed and quoted.
-    let response = app
-        .client
-        .post(app.url("/data"))
-        .header("x-device-id", device_id(&device))
-        .header("x-device-key", device_key(&device))
-        .header("x-request-id", "upload-fault-42")
-        .json(&sample())
-        .send()
-        .await
-        .expect("request sent");
-    assert_eq!(opaque_500(response).await, "upload-fault-42");
-    assert_ne!(generated, "upload-fault-42");
-    drop(lock);
-    assert_eq!(stored_ids(app.data_dir.path()), [before]);
-}
-
-// ---------------------------------------------------------------------------------------------
-// 9. Graceful shutdown
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
-    const UPLOADS: usize = 8;
-    // A batch that waits long enough for the shutdown to arrive while its uploads are in it.
-    let mut app = TestApp::spawn_with(|c| {
-        c.batch.max_delay = Duration::from_millis(1_500);
-        c.batch.max_rows = 10_000;
-    })
-    .await;
-    let device = app.register_named("alice", "drain").await;
-    // `stop` drops the app and with it its data directory: keep the directory.
-    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
-
-    let stopping = Arc::new(AtomicBool::new(false));
-    let uploads: Vec<_> = (0..UPLOADS)
-        .map(|n| {
-            let client = app.client.clone();
-            let url = app.url("/data");
-            let device = device.clone();
-            let stopping = Arc::clone(&stopping);
-            tokio::spawn(async move {
-                let response =
-                    upload_with(&client, &url, &device, &sample_with(n as i64, 1.0, 20.0)).await;
-                let answered_after_stop = stopping.load(Ordering::SeqCst);
-                (answered_after_stop, receipt(response).await)
-            })
-        })
-        .collect();
-    // Holding the fault: let the uploads reach the server and wait in the batch, then shut down.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stopping.store(true, Ordering::SeqCst);
-    app.stop().await;
-
-    let mut ids = Vec::new();
-    for upload in join_all(uploads).await {
-        let (answered_after_stop, (id, _)) = upload.expect("upload task");
-        assert!(
-            answered_after_stop,
-            "the upload was still in flight when the shutdown began"
-        );
-        ids.push(id);
-    }
-    ids.sort_unstable();
-    assert_eq!(ids.len(), UPLOADS);
-    assert_eq!(
-        stored_ids(data_dir.path()),
-        ids,
-        "every acknowledged upload is stored after the shutdown"
-    );
-}
-
-// ---------------------------------------------------------------------------------------------
-// Robustness of what is accepted
 
 /// A reading at the upper bound of every value.
 fn maximal() -> Value {
@@ -1467,21 +1282,6 @@ async fn an_extreme_aqi_never_breaks_later_uploads() {
     let last = last.expect("the current bucket");
     assert_eq!(last["metrics"]["aqi"], 6681, "{last}");
     assert_close(&last["metrics"]["pm2_5"], 200_010.0 / 3.0, "bucket pm2_5");
-}
-
-#[tokio::test]
-async fn deleting_a_device_removes_its_stored_readings() {
-    let (app, device) = app_with_device().await;
-    let other = app.register_named("alice", "kept").await;
-    accepted(&app, &device, &sample()).await;
-    accepted(&app, &device, &sample()).await;
-    let (kept, _) = accepted(&app, &other, &sample()).await;
-    delete(&app, &device).await;
-    assert_eq!(
-        stored_ids(app.data_dir.path()),
-        [kept],
-        "a deleted device's readings are gone at once"
-    );
 }
 
 #[tokio::test]

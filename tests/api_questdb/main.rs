@@ -41,6 +41,10 @@ mod openapi;
 mod public;
 
 #[cfg(airq_test_questdb)]
+#[path = "../api/upload.rs"]
+mod upload;
+
+#[cfg(airq_test_questdb)]
 mod outage;
 
 #[cfg(not(airq_test_questdb))]
