@@ -6,14 +6,21 @@
 //!
 //! A request travels `http` (routing, problems, body and credential extraction) → `domain`
 //! (parsing into types whose invalid states cannot be represented) → `store` (the only place that
-//! speaks SQL). `auth` verifies owner tokens; `app` wires the pieces and owns their lifetimes.
+//! speaks SQL). `auth` verifies owner tokens and device keys; `app` wires the pieces for the
+//! configured deployment (SQLite alone, or PostgreSQL for devices and QuestDB for readings) and
+//! owns their lifetimes.
 //!
 //! What the crate guarantees:
-//! - every non-2xx response is an RFC 9457 problem, rendered in exactly one place
-//!   ([`http::error::ApiError`]);
-//! - a device key is never stored, logged or returned after the response that issued it; only its
-//!   blake3 hash is kept and compared in constant time;
-//! - time comes from an injectable [`clock::Clock`], so time-dependent rules are testable.
+//! - **No acknowledged reading is lost.** Uploads go through one batch writer per process
+//!   ([`store::batch_writer`]); a 201 is sent only after the batch holding the reading is
+//!   committed, a failed batch is retried with the same ids (deduplicated) and then answered
+//!   with 500 as a whole, and shutdown drains the writer before the process exits.
+//! - Every non-2xx response is an RFC 9457 problem, rendered in exactly one place
+//!   ([`http::error::ApiError`]); a 500 shows no internals, the log has the cause chain.
+//! - A device key is never stored, logged or returned after the response that issued it; only its
+//!   blake3 hash is kept and compared in constant time; a rotated or deleted key is refused at
+//!   once (in every process, through PostgreSQL `NOTIFY`).
+//! - Time comes from an injectable [`clock::Clock`], so time-dependent rules are testable.
 
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
