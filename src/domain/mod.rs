@@ -18,5 +18,5 @@ pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Regis
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use owner::OwnerId;
 pub use reading::{Location, Metrics, Reading, ReadingId, StoredReading};
-pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Means, Snapshot, Status};
+pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Snapshot, Status};
 pub use timeline::{BucketPlan, CustomQuery, HistoricalQuery, QueryParams, Timeline};

@@ -6,6 +6,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
+use super::reading::Metrics;
+
 /// How long a snapshot averages.
 pub const WINDOW: TimeDelta = TimeDelta::hours(1);
 /// A device is online when its last sample is at most this old.
@@ -46,33 +48,29 @@ impl std::ops::AddAssign for Aggregate {
     }
 }
 
-/// Sample-weighted means; only `aqi` is rounded.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Means {
-    /// Rounded mean AQI (half away from zero).
-    pub aqi: i64,
-    /// Mean PM1.0.
-    pub pm1_0: f64,
-    /// Mean PM2.5.
-    pub pm2_5: f64,
-    /// Mean PM10.
-    pub pm10_0: f64,
-    /// Mean temperature.
-    pub temperature: f64,
-    /// Mean heat index.
-    pub heat_index: f64,
-    /// Mean humidity.
-    pub humidity: f64,
-}
-
 impl Aggregate {
-    /// The means, or `None` for an empty aggregate.
-    pub fn means(&self) -> Option<Means> {
+    /// The aggregate of one sample.
+    pub fn of(metrics: &Metrics) -> Self {
+        Self {
+            count: 1,
+            aqi: metrics.aqi as f64,
+            pm1_0: metrics.pm1_0,
+            pm2_5: metrics.pm2_5,
+            pm10_0: metrics.pm10_0,
+            temperature: metrics.temperature,
+            heat_index: metrics.heat_index,
+            humidity: metrics.humidity,
+        }
+    }
+
+    /// The sample-weighted means (only `aqi` rounded, half away from zero), or `None` for an
+    /// empty aggregate.
+    pub fn means(&self) -> Option<Metrics> {
         if self.count == 0 {
             return None;
         }
         let n = self.count as f64;
-        Some(Means {
+        Some(Metrics {
             aqi: (self.aqi / n).round() as i64,
             pm1_0: self.pm1_0 / n,
             pm2_5: self.pm2_5 / n,
@@ -151,7 +149,7 @@ pub struct LatestLocated {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// Means over the window.
-    pub means: Means,
+    pub means: Metrics,
     /// Samples averaged.
     pub sample_count: u64,
     /// Online or offline.

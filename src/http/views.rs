@@ -4,7 +4,7 @@ use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
 use crate::domain::timeline::Bucket;
-use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Means, Snapshot, Status};
+use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Metrics, Snapshot, Status};
 use crate::store::batch_writer::Receipt;
 
 /// RFC 3339 with milliseconds; `Z` for UTC, the offset otherwise.
@@ -92,8 +92,8 @@ pub struct MetricsView {
     temperature: f64,
 }
 
-impl From<&Means> for MetricsView {
-    fn from(means: &Means) -> Self {
+impl From<&Metrics> for MetricsView {
+    fn from(means: &Metrics) -> Self {
         Self {
             aqi: means.aqi,
             heat_index: means.heat_index,
@@ -157,7 +157,10 @@ pub struct MetricsPointView<'a> {
 }
 
 /// The points of a series, timestamps in the plan's zone.
-pub fn points<'a>(plan: &BucketPlan, series: &[(&'a Bucket, Means)]) -> Vec<MetricsPointView<'a>> {
+pub fn points<'a>(
+    plan: &BucketPlan,
+    series: &[(&'a Bucket, Metrics)],
+) -> Vec<MetricsPointView<'a>> {
     series
         .iter()
         .map(|(bucket, means)| MetricsPointView {

@@ -32,18 +32,7 @@ pub const CREDENTIALS_CHANNEL: &str = "airq_device_credentials";
 
 /// A pool of connections to the device database, schema applied.
 pub async fn connect(url: &str) -> Result<(Pool, tokio_postgres::Config), StoreError> {
-    let config: tokio_postgres::Config = url.parse().map_err(StoreError::Postgres)?;
-    let manager = Manager::from_config(
-        config.clone(),
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(POOL_SIZE)
-        .build()
-        .map_err(|error| StoreError::Config(error.to_string()))?;
+    let (pool, config) = pool(url, POOL_SIZE)?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
     transaction
@@ -53,5 +42,23 @@ pub async fn connect(url: &str) -> Result<(Pool, tokio_postgres::Config), StoreE
         transaction.batch_execute(script).await?;
     }
     transaction.commit().await?;
+    Ok((pool, config))
+}
+
+/// A pool of up to `size` connections to a PG-wire server (PostgreSQL, or QuestDB), and the
+/// parsed configuration.
+pub(crate) fn pool(url: &str, size: usize) -> Result<(Pool, tokio_postgres::Config), StoreError> {
+    let config: tokio_postgres::Config = url.parse().map_err(StoreError::Postgres)?;
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(size)
+        .build()
+        .map_err(|error| StoreError::Config(error.to_string()))?;
     Ok((pool, config))
 }

@@ -13,8 +13,7 @@
 mod readings;
 mod sink;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use deadpool_postgres::Pool;
 
 use super::StoreError;
 
@@ -50,18 +49,7 @@ pub async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
             config.table
         )));
     }
-    let pg_config: tokio_postgres::Config = config.pg.parse().map_err(StoreError::Postgres)?;
-    let manager = Manager::from_config(
-        pg_config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(POOL_SIZE)
-        .build()
-        .map_err(|error| StoreError::Config(error.to_string()))?;
+    let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
     client
         .simple_query(&SCHEMA.replace("{table}", &config.table))

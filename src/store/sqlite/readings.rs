@@ -142,20 +142,11 @@ fn insert_rows(connection: &Connection, batch: &[StoredReading]) -> Result<(), S
 }
 
 fn add_to_rollups(connection: &Connection, batch: &[StoredReading]) -> Result<(), StoreError> {
-    let mut sums: HashMap<([u8; 16], i64), (i64, Aggregate)> = HashMap::new();
+    let mut sums: HashMap<([u8; 16], i64), Aggregate> = HashMap::new();
     for row in batch {
-        let (aqi, sum) = sums
+        *sums
             .entry((device_bytes(row.device), slot(row.at)))
-            .or_default();
-        let metrics = &row.reading.metrics;
-        *aqi += metrics.aqi;
-        sum.count += 1;
-        sum.pm1_0 += metrics.pm1_0;
-        sum.pm2_5 += metrics.pm2_5;
-        sum.pm10_0 += metrics.pm10_0;
-        sum.temperature += metrics.temperature;
-        sum.heat_index += metrics.heat_index;
-        sum.humidity += metrics.humidity;
+            .or_default() += Aggregate::of(&row.reading.metrics);
     }
     let mut upsert = connection.prepare_cached(
         "INSERT INTO rollups_15m (device, slot, samples, aqi_sum, pm1_0_sum, pm2_5_sum, pm10_0_sum, \
@@ -167,12 +158,13 @@ fn add_to_rollups(connection: &Connection, batch: &[StoredReading]) -> Result<()
          heat_index_sum = heat_index_sum + excluded.heat_index_sum, \
          humidity_sum = humidity_sum + excluded.humidity_sum",
     )?;
-    for ((device, slot), (aqi, sum)) in sums {
+    for ((device, slot), sum) in sums {
         upsert.execute(params![
             device.as_slice(),
             slot,
             i64::try_from(sum.count).unwrap_or(i64::MAX),
-            aqi,
+            // Integral AQIs of at most 10,000: their sum is exact in an f64.
+            sum.aqi as i64,
             sum.pm1_0,
             sum.pm2_5,
             sum.pm10_0,
