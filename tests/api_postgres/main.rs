@@ -39,11 +39,11 @@ mod openapi;
 #[path = "../api/public.rs"]
 mod public;
 #[cfg(airq_test_postgres)]
-#[path = "../api/upload.rs"]
-mod upload;
-#[cfg(airq_test_postgres)]
 #[path = "../api/sqlite_readings.rs"]
 mod sqlite_readings;
+#[cfg(airq_test_postgres)]
+#[path = "../api/upload.rs"]
+mod upload;
 
 #[cfg(airq_test_postgres)]
 mod cross_process;
