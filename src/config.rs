@@ -80,8 +80,10 @@ pub struct ServeArgs {
     /// The batch writer flushes once this many readings are buffered.
     #[arg(long, env = "AIRQ_BATCH_MAX_ROWS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max_rows: u32,
-    /// The batch writer flushes at the latest this many milliseconds after a batch's first reading.
-    #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 2)]
+    /// How long the batch writer waits for more readings after a batch's first one. 0 (the
+    /// default) flushes as soon as nothing more is queued: readings that arrive during a flush
+    /// form the next batch, so batches grow with the load without delaying a quiet one.
+    #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 0)]
     pub batch_max_delay_ms: u64,
     /// Readings waiting for the batch writer before uploads wait for room (backpressure).
     #[arg(long, env = "AIRQ_BATCH_QUEUE", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]

@@ -1,9 +1,10 @@
 //! The batch writer: the one owner of the [`ReadingSink`] in a process.
 //!
 //! Uploads hand it a reading and a oneshot, then wait. It gathers readings until
-//! [`BatchConfig::max_rows`] are buffered or [`BatchConfig::max_delay`] has passed since the first,
-//! writes them in one transaction, and answers every waiting upload with the outcome (group
-//! commit). Its rules:
+//! [`BatchConfig::max_rows`] are buffered or [`BatchConfig::max_delay`] has passed since the first
+//! (by default no wait: it flushes once nothing more is queued, and whatever arrives during a
+//! flush forms the next batch), writes them in one transaction, and answers every waiting upload
+//! with the outcome (group commit). Its rules:
 //!
 //! - **No acknowledgement before commit.** An upload gets its receipt only after the sink said the
 //!   batch is durable; a 201 never stands for data that can still be lost.

@@ -52,6 +52,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A thread of a store could not be started.
+    #[error("starting a store thread")]
+    Thread(#[source] std::io::Error),
     /// A blocking database task panicked or was cancelled.
     #[error("blocking store task")]
     Task(#[from] tokio::task::JoinError),

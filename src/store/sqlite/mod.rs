@@ -4,6 +4,8 @@
 //! crash or a power loss: the batch writer acknowledges an upload only after its commit. There is
 //! one writer connection (SQLite allows one writer at a time anyway, and a single connection means
 //! our own writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
+//! Checkpoints (copying the WAL back into the database) run on a thread of their own instead of
+//! inside whichever commit crosses the threshold, keeping them off the upload path.
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
 mod devices;
@@ -28,6 +30,10 @@ const SCHEMA: &[&str] = &[
 
 /// Readers kept open for reuse; more may exist briefly under load.
 const IDLE_READERS: usize = 8;
+/// How often the checkpointer copies the WAL back into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// Page cache of the writer connection, KiB (its upserts touch pages all over the indexes).
+const WRITER_CACHE_KIB: i64 = 32 * 1024;
 
 /// The embedded database: a writer connection and a pool of reader connections.
 #[derive(Debug)]
@@ -36,6 +42,7 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    _checkpointer: Checkpointer,
 }
 
 impl Sqlite {
@@ -53,11 +60,15 @@ impl Sqlite {
         for script in SCHEMA {
             writer.execute_batch(script)?;
         }
+        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
+        writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+        let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
         Ok(Arc::new(Self {
             path,
             busy_timeout,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            _checkpointer: checkpointer,
         }))
     }
 
@@ -103,11 +114,56 @@ impl Sqlite {
     }
 }
 
+/// The checkpointing thread; stops (after a last checkpoint) when dropped.
+#[derive(Debug)]
+struct Checkpointer {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(connection: Connection) -> Result<Self, StoreError> {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("airq-checkpointer".into())
+            .spawn(move || loop {
+                let last = !matches!(
+                    stopped.recv_timeout(CHECKPOINT_EVERY),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                );
+                // PASSIVE never blocks the writer; what it cannot copy now waits for the next round.
+                if let Err(error) =
+                    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
+                    tracing::warn!(%error, "WAL checkpoint failed");
+                }
+                if last {
+                    break;
+                }
+            })
+            .map_err(StoreError::Thread)?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(busy_timeout)?;
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
     rusqlite::vtab::array::load_module(&connection)?;
     Ok(connection)
