@@ -1,0 +1,292 @@
+//! Command-line interface: the subcommands and their flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::load::Plan;
+use crate::verify::VerifyMode;
+
+/// airq-bench: drives a running airq (loopback only) like a sensor fleet, owners and map widgets
+/// do, and reports throughput, latency percentiles (HDR histogram), errors and lost readings.
+#[derive(Debug, Parser)]
+#[command(name = "airq-bench", version, about)]
+pub struct Cli {
+    /// Worker threads of the generator's runtime (default: one per core).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// The scenario.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The scenarios.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Upload load against a bare in-process HTTP server (the ceiling); with --compare, then the
+    /// same load against airq, and the ratio.
+    Ceiling(CeilingArgs),
+    /// Register a fleet, drive uploads (closed or open loop), check that nothing acknowledged was lost.
+    Uploads(UploadArgs),
+    /// Owner reads (current, every timeline, custom ranges) and map polling, per endpoint;
+    /// optionally under an upload load.
+    Reads(ReadArgs),
+    /// Load a year (by default) of one-minute history for a few devices through the API.
+    Seed(SeedArgs),
+    /// Sample a process's resident memory and report the maximum.
+    Rss(RssArgs),
+}
+
+/// Which server, and how to act as its owner.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Base URL of the running airq; loopback addresses only.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub target: String,
+    /// The server's data directory: its local issuer signs owner tokens, and the loss check reads
+    /// its `airq.db`.
+    #[arg(long, default_value = "./airq-data")]
+    pub data_dir: PathBuf,
+    /// Bearer token to use instead of minting one from the data dir (external identity provider).
+    #[arg(long, env = "AIRQ_BENCH_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The server's process id: its RSS is sampled every 100 ms and the maximum reported.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+}
+
+/// How hard and how long.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Keep-alive connections, one request in flight on each.
+    #[arg(long, short = 'c', default_value_t = 64)]
+    pub connections: usize,
+    /// Seconds of load (no request starts later).
+    #[arg(long, short = 'd', default_value_t = 30.0)]
+    pub duration: f64,
+    /// Open loop at this many requests per second (latency counted from each request's slot in
+    /// the schedule); closed loop at full speed when absent.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Stop after this many requests even if time remains.
+    #[arg(long)]
+    pub max_requests: Option<u64>,
+    /// Seconds without a complete answer before a request counts as a timeout.
+    #[arg(long, default_value_t = 10.0)]
+    pub request_timeout: f64,
+    /// Share of uploads carrying a location (each device's first upload always does).
+    #[arg(long, default_value_t = 0.25)]
+    pub location_share: f64,
+    /// Seconds between progress lines on stderr (0: none).
+    #[arg(long, default_value_t = 5.0)]
+    pub progress: f64,
+}
+
+impl LoadArgs {
+    /// The driver's plan.
+    pub fn plan(&self, label: &str) -> Plan {
+        Plan {
+            label: label.to_owned(),
+            connections: self.connections.max(1),
+            duration: secs(self.duration),
+            rate: self.rate.filter(|rate| *rate > 0.0),
+            max_requests: self.max_requests,
+            request_timeout: secs(self.request_timeout),
+            grace: secs(self.request_timeout.max(5.0)),
+            progress: (self.progress > 0.0).then(|| secs(self.progress)),
+        }
+    }
+}
+
+/// A duration from seconds, clamped to [0, 1 day].
+pub fn secs(value: f64) -> Duration {
+    Duration::from_secs_f64(value.clamp(0.0, 86_400.0))
+}
+
+/// The fleet uploading.
+#[derive(Debug, Clone, Args)]
+pub struct FleetArgs {
+    /// Devices in the fleet (registered through the API unless --fleet holds enough).
+    #[arg(long, short = 'n', default_value_t = 10_000)]
+    pub devices: usize,
+    /// Owner of the fleet.
+    #[arg(long, default_value = "bench-fleet")]
+    pub owner: String,
+    /// Fleet file: reused when it exists and holds enough devices, else written after registering.
+    #[arg(long, value_name = "FILE")]
+    pub fleet: Option<PathBuf>,
+    /// Connections used to register devices.
+    #[arg(long, default_value_t = 32)]
+    pub register_connections: usize,
+}
+
+/// `uploads`.
+#[derive(Debug, Clone, Args)]
+pub struct UploadArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// How stored readings are counted for the loss check.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `ceiling`.
+#[derive(Debug, Clone, Args)]
+pub struct CeilingArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Worker threads of the bare server (default: one per core, like airq).
+    #[arg(long)]
+    pub server_threads: Option<usize>,
+    /// Then run the same load as `uploads` against --target and print airq / ceiling.
+    #[arg(long)]
+    pub compare: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The fleet: --devices synthetic credentials for the ceiling; registered devices for --compare.
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    /// Loss check of the compared run.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `reads`.
+#[derive(Debug, Clone, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Owner whose devices are read (the one `seed` loaded).
+    #[arg(long, default_value = "bench-seed")]
+    pub owner: String,
+    /// Endpoints to measure, comma-separated (default: all); see the README for the names.
+    #[arg(long, value_delimiter = ',')]
+    pub endpoints: Vec<String>,
+    /// Requests per endpoint.
+    #[arg(long, default_value_t = 200)]
+    pub requests: u64,
+    /// Connections per endpoint.
+    #[arg(long, short = 'c', default_value_t = 1)]
+    pub connections: usize,
+    /// At most this many seconds per endpoint.
+    #[arg(long, default_value_t = 60.0)]
+    pub endpoint_time_limit: f64,
+    /// IANA zone for timelines and custom ranges (`tz`); the server's default (UTC) when absent.
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Run an open-loop upload load at this many requests per second while reading.
+    #[arg(long, value_name = "RATE")]
+    pub with_uploads: Option<f64>,
+    /// Devices uploading (with --with-uploads; registered unless --upload-fleet holds enough).
+    #[arg(long, default_value_t = 10_000)]
+    pub upload_devices: usize,
+    /// Owner of the uploading fleet.
+    #[arg(long, default_value = "bench-fleet")]
+    pub upload_owner: String,
+    /// Fleet file of the uploading fleet (as `uploads --fleet`).
+    #[arg(long, value_name = "FILE")]
+    pub upload_fleet: Option<PathBuf>,
+    /// Connections of the upload load.
+    #[arg(long, default_value_t = 64)]
+    pub upload_connections: usize,
+    /// Seconds without an answer before a request counts as a timeout.
+    #[arg(long, default_value_t = 10.0)]
+    pub request_timeout: f64,
+}
+
+impl ReadArgs {
+    /// The uploading fleet's settings.
+    pub fn upload_fleet(&self) -> FleetArgs {
+        FleetArgs {
+            devices: self.upload_devices,
+            owner: self.upload_owner.clone(),
+            fleet: self.upload_fleet.clone(),
+            register_connections: 32,
+        }
+    }
+}
+
+/// `seed`.
+#[derive(Debug, Clone, Args)]
+pub struct SeedArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Devices to load history for (registered now, under --owner).
+    #[arg(long, short = 'm', default_value_t = 20)]
+    pub devices: usize,
+    /// Owner of the seeded devices.
+    #[arg(long, default_value = "bench-seed")]
+    pub owner: String,
+    /// Days of history, ending now (at most 365: the server refuses `measured_at` older than 366 days).
+    #[arg(long, default_value_t = 365.0)]
+    pub days: f64,
+    /// Seconds between two readings of a device.
+    #[arg(long, default_value_t = 60)]
+    pub interval: u32,
+    /// Keep-alive connections (more connections, bigger group commits: faster seeding).
+    #[arg(long, short = 'c', default_value_t = 256)]
+    pub connections: usize,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 7_200.0)]
+    pub time_limit: f64,
+    /// Seconds without an answer before a request counts as a timeout.
+    #[arg(long, default_value_t = 30.0)]
+    pub request_timeout: f64,
+    /// Share of readings carrying a location.
+    #[arg(long, default_value_t = 0.05)]
+    pub location_share: f64,
+    /// Seconds between progress lines on stderr (0: none).
+    #[arg(long, default_value_t = 10.0)]
+    pub progress: f64,
+    /// How stored readings are counted afterwards.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `rss`.
+#[derive(Debug, Clone, Args)]
+pub struct RssArgs {
+    /// Process to sample.
+    #[arg(long)]
+    pub pid: u32,
+    /// Seconds to sample (stops earlier if the process exits).
+    #[arg(long, short = 'd', default_value_t = 60.0)]
+    pub duration: f64,
+    /// Milliseconds between samples.
+    #[arg(long, default_value_t = 100)]
+    pub interval_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn flags_do_not_collide() {
+        // Catches duplicate flags from flattened groups, which release builds do not report.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_parses_with_defaults() {
+        for args in [
+            &["airq-bench", "ceiling"][..],
+            &["airq-bench", "uploads", "-n", "200", "-d", "5"],
+            &["airq-bench", "reads", "--with-uploads", "500"],
+            &["airq-bench", "seed", "-m", "2", "--days", "1"],
+            &["airq-bench", "rss", "--pid", "1"],
+        ] {
+            Cli::try_parse_from(args).expect("parses");
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The server's own counters around a run: `GET /metrics` (Prometheus text) before and after,
+//! and what their difference says about the batch writer — rows per group commit and time per
+//! flush, the figures that explain upload throughput.
+//!
+//! Optional: a server without `/metrics` (or with other names) yields no section.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hyper::StatusCode;
+use serde_json::{json, Value};
+
+use crate::client::{Lane, Target};
+
+/// Unlabelled samples by metric name.
+pub type Sample = BTreeMap<String, f64>;
+
+/// Reads `/metrics`; `None` when the server has none.
+pub async fn scrape(target: &Target) -> Option<Sample> {
+    let mut lane = Lane::new(target.addr);
+    let answer = lane
+        .send(target.get("/metrics", None), Duration::from_secs(10))
+        .await
+        .ok()?;
+    if answer.status != StatusCode::OK {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&answer.body);
+    let sample: Sample = text
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.contains('{'))
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let name = parts.next()?;
+            let value = parts.next()?.parse::<f64>().ok()?;
+            Some((name.to_owned(), value))
+        })
+        .collect();
+    (!sample.is_empty()).then_some(sample)
+}
+
+/// The batch writer's work between two samples, over `elapsed` of wall time.
+pub fn batch_report(before: &Sample, after: &Sample, elapsed: Duration) -> Option<Value> {
+    let delta = |name: &str| Some(after.get(name)? - before.get(name).copied().unwrap_or(0.0));
+    let batches = delta("airq_batches_committed_total")?;
+    let readings = delta("airq_readings_committed_total")?;
+    let flush_seconds = delta("airq_flush_seconds_total")?;
+    let per_batch = |value: f64| if batches > 0.0 { value / batches } else { 0.0 };
+    Some(json!({
+        "batches_committed": batches,
+        "readings_committed": readings,
+        "batches_failed": delta("airq_batches_failed_total"),
+        "flush_retries": delta("airq_flush_retries_total"),
+        "rows_per_batch": per_batch(readings),
+        "flush_ms_mean": per_batch(flush_seconds * 1000.0),
+        "writer_busy_share": flush_seconds / elapsed.as_secs_f64().max(1e-9),
+    }))
+}
+
+/// For a person.
+pub fn render(report: &Value) -> String {
+    format!(
+        "batch writer: {} batches, {:.1} rows per batch, {:.3} ms per flush, busy {:.0}% of the run",
+        report["batches_committed"],
+        report["rows_per_batch"].as_f64().unwrap_or(0.0),
+        report["flush_ms_mean"].as_f64().unwrap_or(0.0),
+        report["writer_busy_share"].as_f64().unwrap_or(0.0) * 100.0,
+    )
+}

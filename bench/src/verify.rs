@@ -1,0 +1,280 @@
+//! The loss check: for every device, the number of 201s it received must equal the number of
+//! readings the server stored for it.
+//!
+//! Two ways to count what is stored:
+//! - `sqlite` (exact, the default when the file is there): `SELECT count(*) FROM readings WHERE
+//!   device = ?` per device on `<data-dir>/airq.db`, opened read-only beside the running server
+//!   (WAL lets a reader in while the server writes). A 201 is sent only after its batch
+//!   committed, so every acknowledged reading must already be visible. A count taken before the
+//!   run is subtracted, so a reused fleet is checked too.
+//! - `api`: `GET /api/v1/devices/{id}/current` → `sample_count`. Exact only while every reading of
+//!   the run lies in the last hour and the devices had no earlier readings (fresh fleet, run
+//!   shorter than ~55 minutes, no `measured_at`); the way to check a deployment whose readings are
+//!   not in the SQLite file.
+//!
+//! Stored > acknowledged is reported apart ("extra"): a request that timed out on the client may
+//! still have been committed. Stored < acknowledged is loss.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::HeaderValue;
+use hyper::StatusCode;
+use rusqlite::{Connection, OpenFlags};
+use serde_json::{json, Value};
+
+use crate::client::{Lane, Target};
+use crate::fleet::Device;
+use crate::BoxError;
+
+/// How stored readings are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyMode {
+    /// `sqlite` when `<data-dir>/airq.db` exists, else `api`.
+    Auto,
+    /// Count rows in the SQLite file (exact).
+    Sqlite,
+    /// Sum `sample_count` of each device's current snapshot (exact for fresh devices and short runs).
+    Api,
+    /// No check.
+    None,
+}
+
+/// The resolved way of counting.
+#[derive(Debug, Clone)]
+pub enum Counter {
+    /// Rows in this database file.
+    Sqlite(PathBuf),
+    /// Current snapshots through the API, with this owner token.
+    Api(HeaderValue),
+    /// No check.
+    None,
+}
+
+impl Counter {
+    /// The counter `mode` asks for.
+    pub fn resolve(mode: VerifyMode, data_dir: &Path, token: &HeaderValue) -> Self {
+        let db = data_dir.join("airq.db");
+        match mode {
+            VerifyMode::Sqlite => Self::Sqlite(db),
+            VerifyMode::Auto if db.exists() => Self::Sqlite(db),
+            VerifyMode::Auto | VerifyMode::Api => Self::Api(token.clone()),
+            VerifyMode::None => Self::None,
+        }
+    }
+
+    /// The name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Sqlite(_) => "sqlite",
+            Self::Api(_) => "api",
+            Self::None => "none",
+        }
+    }
+
+    /// Stored readings per device, in `devices` order; `None` when not checking.
+    pub async fn count(
+        &self,
+        target: &Target,
+        devices: &[Device],
+    ) -> Result<Option<Vec<u64>>, BoxError> {
+        match self {
+            Self::Sqlite(db) => {
+                let db = db.clone();
+                let ids = devices
+                    .iter()
+                    .map(|device| uuid_bytes(&device.id))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let counts = tokio::task::spawn_blocking(move || sqlite_counts(&db, &ids))
+                    .await
+                    .map_err(|error| error.to_string())??;
+                Ok(Some(counts))
+            }
+            Self::Api(token) => Ok(Some(api_counts(target, token, devices).await?)),
+            Self::None => Ok(None),
+        }
+    }
+}
+
+/// The 16 bytes of a hyphenated UUID, as the readings table stores devices.
+pub fn uuid_bytes(text: &str) -> Result<[u8; 16], BoxError> {
+    let hex: Vec<u8> = text.bytes().filter(|byte| *byte != b'-').collect();
+    if hex.len() != 32 {
+        return Err(format!("{text:?} is not a UUID").into());
+    }
+    let mut bytes = [0u8; 16];
+    for (slot, pair) in bytes.iter_mut().zip(hex.chunks(2)) {
+        let pair = std::str::from_utf8(pair)?;
+        *slot = u8::from_str_radix(pair, 16)?;
+    }
+    Ok(bytes)
+}
+
+fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
+    let connection = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|error| format!("opening {} read-only: {error}", db.display()))?;
+    connection.busy_timeout(Duration::from_secs(10))?;
+    let mut statement = connection.prepare("SELECT count(*) FROM readings WHERE device = ?1")?;
+    ids.iter()
+        .map(|id| {
+            let count: i64 = statement.query_row([id.as_slice()], |row| row.get(0))?;
+            Ok(u64::try_from(count).unwrap_or(0))
+        })
+        .collect()
+}
+
+async fn api_counts(
+    target: &Target,
+    token: &HeaderValue,
+    devices: &[Device],
+) -> Result<Vec<u64>, BoxError> {
+    let ids: Arc<Vec<String>> = Arc::new(devices.iter().map(|d| d.id.clone()).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let ids = Arc::clone(&ids);
+            let next = Arc::clone(&next);
+            let target = target.clone();
+            let token = token.clone();
+            tokio::spawn(async move {
+                let mut lane = Lane::new(target.addr);
+                let mut found = Vec::new();
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(id) = ids.get(index) else {
+                        return Ok::<_, String>(found);
+                    };
+                    let path = format!("/api/v1/devices/{id}/current");
+                    let answer = lane
+                        .send(target.get(&path, Some(&token)), Duration::from_secs(30))
+                        .await
+                        .map_err(|failure| format!("{path}: {}", failure.name()))?;
+                    let count = match answer.status {
+                        StatusCode::OK => serde_json::from_slice::<Value>(&answer.body)
+                            .ok()
+                            .and_then(|value| value["data"]["sample_count"].as_u64())
+                            .ok_or_else(|| format!("{path}: no sample_count"))?,
+                        StatusCode::NOT_FOUND => 0,
+                        status => return Err(format!("{path}: {status}")),
+                    };
+                    found.push((index, count));
+                }
+            })
+        })
+        .collect();
+    let mut counts = vec![0u64; ids.len()];
+    for worker in workers {
+        for (index, count) in worker.await.map_err(|error| error.to_string())?? {
+            counts[index] = count;
+        }
+    }
+    Ok(counts)
+}
+
+/// The comparison of acknowledged and stored readings.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    method: &'static str,
+    devices: usize,
+    acknowledged: u64,
+    stored: u64,
+    lost_devices: usize,
+    lost_readings: u64,
+    extra_devices: usize,
+    extra_readings: u64,
+}
+
+impl Verdict {
+    /// Compares per device: `stored[i] - before[i]` against `acked[i]`.
+    pub fn compare(method: &'static str, acked: &[u64], before: &[u64], after: &[u64]) -> Self {
+        let mut verdict = Self {
+            method,
+            devices: acked.len(),
+            acknowledged: 0,
+            stored: 0,
+            lost_devices: 0,
+            lost_readings: 0,
+            extra_devices: 0,
+            extra_readings: 0,
+        };
+        for (index, &acked) in acked.iter().enumerate() {
+            let stored = after
+                .get(index)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(before.get(index).copied().unwrap_or(0));
+            verdict.acknowledged += acked;
+            verdict.stored += stored;
+            if stored < acked {
+                verdict.lost_devices += 1;
+                verdict.lost_readings += acked - stored;
+            } else if stored > acked {
+                verdict.extra_devices += 1;
+                verdict.extra_readings += stored - acked;
+            }
+        }
+        verdict
+    }
+
+    /// No acknowledged reading is missing.
+    pub fn passed(&self) -> bool {
+        self.lost_readings == 0
+    }
+
+    /// For reports.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "method": self.method,
+            "devices": self.devices,
+            "acknowledged": self.acknowledged,
+            "stored": self.stored,
+            "lost_devices": self.lost_devices,
+            "lost_readings": self.lost_readings,
+            "extra_devices": self.extra_devices,
+            "extra_readings": self.extra_readings,
+            "passed": self.passed(),
+        })
+    }
+
+    /// For a person.
+    pub fn render(&self) -> String {
+        format!(
+            "loss check ({}): {} devices, {} acknowledged, {} stored, {} lost on {} devices, {} extra on {} devices => {}",
+            self.method,
+            self.devices,
+            self.acknowledged,
+            self.stored,
+            self.lost_readings,
+            self.lost_devices,
+            self.extra_readings,
+            self.extra_devices,
+            if self.passed() { "ZERO LOSS" } else { "LOSS" },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_text_becomes_its_bytes() {
+        let bytes = uuid_bytes("00112233-4455-6677-8899-aabbccddeeff").expect("uuid");
+        assert_eq!(bytes[0], 0x00);
+        assert_eq!(bytes[15], 0xff);
+        assert!(uuid_bytes("nope").is_err());
+    }
+
+    #[test]
+    fn verdict_separates_loss_from_extra() {
+        let verdict = Verdict::compare("test", &[3, 2, 1], &[0, 5, 0], &[3, 6, 2]);
+        assert_eq!(verdict.lost_readings, 1);
+        assert_eq!(verdict.extra_readings, 1);
+        assert!(!verdict.passed());
+    }
+}
