@@ -51,6 +51,9 @@ pub enum WriteError {
     Stopped,
 }
 
+/// A flush slower than this is logged: every upload of the batch waited that long.
+const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
+
 struct Pending {
     device: DeviceUuid,
     at: DateTime<Utc>,
@@ -195,7 +198,15 @@ async fn flush(
     };
     match outcome {
         Ok(receipts) => {
-            metrics.batch_committed(receipts.len(), started.elapsed().as_micros() as u64);
+            let elapsed = started.elapsed();
+            metrics.batch_committed(receipts.len(), elapsed.as_micros() as u64);
+            if elapsed > SLOW_FLUSH {
+                tracing::warn!(
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    rows = receipts.len(),
+                    "slow batch flush"
+                );
+            }
             for (reply, receipt) in replies.into_iter().zip(receipts) {
                 // An upload whose client went away no longer listens; its row is stored all the same.
                 let _ = reply.send(Ok(receipt));

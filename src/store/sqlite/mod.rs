@@ -4,8 +4,11 @@
 //! crash or a power loss: the batch writer acknowledges an upload only after its commit. There is
 //! one writer connection (SQLite allows one writer at a time anyway, and a single connection means
 //! our own writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
-//! Checkpoints (copying the WAL back into the database) run on a thread of their own instead of
-//! inside whichever commit crosses the threshold, keeping them off the upload path.
+//! Checkpoints (copying the WAL back into the database) mostly run on a thread of their own, so
+//! the commit that crosses SQLite's auto-checkpoint threshold finds little left to copy. That
+//! writer-side checkpoint stays on: only a checkpoint that completes between two write
+//! transactions lets the WAL restart from its beginning, which a background checkpoint racing a
+//! continuous stream of commits never does.
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
 mod devices;
@@ -31,7 +34,10 @@ const SCHEMA: &[&str] = &[
 /// Readers kept open for reuse; more may exist briefly under load.
 const IDLE_READERS: usize = 8;
 /// How often the checkpointer copies the WAL back into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+/// WAL pages after which the writer checkpoints itself: high, so the background thread has
+/// usually copied nearly everything by then and the writer's share is the small remainder.
+const WRITER_CHECKPOINT_PAGES: i64 = 10_000;
 /// Page cache of the writer connection, KiB (its upserts touch pages all over the indexes).
 const WRITER_CACHE_KIB: i64 = 32 * 1024;
 
@@ -60,8 +66,8 @@ impl Sqlite {
         for script in SCHEMA {
             writer.execute_batch(script)?;
         }
-        writer.pragma_update(None, "wal_autocheckpoint", 0)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+        writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
         let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
         Ok(Arc::new(Self {
             path,
@@ -132,10 +138,18 @@ impl Checkpointer {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout)
                 );
                 // PASSIVE never blocks the writer; what it cannot copy now waits for the next round.
-                if let Err(error) =
-                    connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-                {
-                    tracing::warn!(%error, "WAL checkpoint failed");
+                let started = std::time::Instant::now();
+                let outcome = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                    Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+                });
+                match outcome {
+                    Ok((wal_pages, copied)) => tracing::debug!(
+                        wal_pages,
+                        copied,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "WAL checkpoint"
+                    ),
+                    Err(error) => tracing::warn!(%error, "WAL checkpoint failed"),
                 }
                 if last {
                     break;
