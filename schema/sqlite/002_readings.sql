@@ -40,6 +40,22 @@ CREATE TABLE IF NOT EXISTS rollups_15m (
     PRIMARY KEY (device, slot)
 ) STRICT, WITHOUT ROWID;
 
+-- The same sums per device and UTC day (slot = floor(epoch seconds / 86400)): the whole days
+-- inside a long bucket come from here, its edges from the quarter hours.
+CREATE TABLE IF NOT EXISTS rollups_1d (
+    device          BLOB    NOT NULL,
+    slot            INTEGER NOT NULL,
+    samples         INTEGER NOT NULL,
+    aqi_sum         INTEGER NOT NULL,
+    pm1_0_sum       REAL    NOT NULL,
+    pm2_5_sum       REAL    NOT NULL,
+    pm10_0_sum      REAL    NOT NULL,
+    temperature_sum REAL    NOT NULL,
+    heat_index_sum  REAL    NOT NULL,
+    humidity_sum    REAL    NOT NULL,
+    PRIMARY KEY (device, slot)
+) STRICT, WITHOUT ROWID;
+
 -- Per device: the latest sample's time, and the latest located sample (the map's source).
 CREATE TABLE IF NOT EXISTS device_latest (
     device      BLOB    PRIMARY KEY,

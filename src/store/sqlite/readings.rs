@@ -21,16 +21,60 @@ use crate::domain::{
 };
 use crate::store::{ReadingSink, ReadingStore, StoreError};
 
-/// Seconds per rollup slot.
-const SLOT_SECONDS: i64 = 900;
-const NEXT_ID: &str = "next_reading_id";
-
-fn slot(at: DateTime<Utc>) -> i64 {
-    at.timestamp().div_euclid(SLOT_SECONDS)
+/// The two rollup resolutions: quarter hours answer any calendar bucket of any zone exactly (every
+/// offset is a multiple of 15 minutes); UTC days answer the whole days inside a long bucket, so a
+/// month costs about 30 rows per device instead of about 2,900.
+#[derive(Debug, Clone, Copy)]
+enum Rollup {
+    Quarter,
+    Day,
 }
+
+impl Rollup {
+    const ALL: [Rollup; 2] = [Rollup::Quarter, Rollup::Day];
+
+    fn table(self) -> &'static str {
+        match self {
+            Self::Quarter => "rollups_15m",
+            Self::Day => "rollups_1d",
+        }
+    }
+
+    fn seconds(self) -> i64 {
+        match self {
+            Self::Quarter => 900,
+            Self::Day => 86_400,
+        }
+    }
+
+    fn slot(self, at: DateTime<Utc>) -> i64 {
+        at.timestamp().div_euclid(self.seconds())
+    }
+}
+const NEXT_ID: &str = "next_reading_id";
 
 fn device_bytes(device: DeviceUuid) -> [u8; 16] {
     device.as_uuid().into_bytes()
+}
+
+/// The slot ranges `[from, to)` that together cover `[start, end)` exactly (both on quarter
+/// hours): whole UTC days from the day rollups, the rest from the quarter-hour rollups.
+fn pieces(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<(Rollup, i64, i64)> {
+    let quarter = |from: i64, to: i64| (Rollup::Quarter, from / 900, to / 900);
+    let (start, end) = (start.timestamp(), end.timestamp());
+    let first_day = start.div_euclid(86_400) + i64::from(start.rem_euclid(86_400) != 0);
+    let last_day = end.div_euclid(86_400);
+    if first_day >= last_day {
+        return vec![quarter(start, end)];
+    }
+    let mut parts = vec![(Rollup::Day, first_day, last_day)];
+    if start < first_day * 86_400 {
+        parts.push(quarter(start, first_day * 86_400));
+    }
+    if last_day * 86_400 < end {
+        parts.push(quarter(last_day * 86_400, end));
+    }
+    parts
 }
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
@@ -95,7 +139,9 @@ impl ReadingSink for SqliteReadingSink {
         self.db.write_blocking(|connection| {
             let transaction = connection.transaction()?;
             insert_rows(&transaction, batch)?;
-            add_to_rollups(&transaction, batch)?;
+            for rollup in Rollup::ALL {
+                add_to_rollups(&transaction, batch, rollup)?;
+            }
             advance_latest(&transaction, batch)?;
             transaction
                 .prepare_cached(
@@ -141,15 +187,19 @@ fn insert_rows(connection: &Connection, batch: &[StoredReading]) -> Result<(), S
     Ok(())
 }
 
-fn add_to_rollups(connection: &Connection, batch: &[StoredReading]) -> Result<(), StoreError> {
+fn add_to_rollups(
+    connection: &Connection,
+    batch: &[StoredReading],
+    rollup: Rollup,
+) -> Result<(), StoreError> {
     let mut sums: HashMap<([u8; 16], i64), Aggregate> = HashMap::new();
     for row in batch {
         *sums
-            .entry((device_bytes(row.device), slot(row.at)))
+            .entry((device_bytes(row.device), rollup.slot(row.at)))
             .or_default() += Aggregate::of(&row.reading.metrics);
     }
-    let mut upsert = connection.prepare_cached(
-        "INSERT INTO rollups_15m (device, slot, samples, aqi_sum, pm1_0_sum, pm2_5_sum, pm10_0_sum, \
+    let mut upsert = connection.prepare_cached(&format!(
+        "INSERT INTO {} (device, slot, samples, aqi_sum, pm1_0_sum, pm2_5_sum, pm10_0_sum, \
          temperature_sum, heat_index_sum, humidity_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
          ON CONFLICT (device, slot) DO UPDATE SET samples = samples + excluded.samples, \
          aqi_sum = aqi_sum + excluded.aqi_sum, pm1_0_sum = pm1_0_sum + excluded.pm1_0_sum, \
@@ -157,7 +207,8 @@ fn add_to_rollups(connection: &Connection, batch: &[StoredReading]) -> Result<()
          temperature_sum = temperature_sum + excluded.temperature_sum, \
          heat_index_sum = heat_index_sum + excluded.heat_index_sum, \
          humidity_sum = humidity_sum + excluded.humidity_sum",
-    )?;
+        rollup.table()
+    ))?;
     for ((device, slot), sum) in sums {
         upsert.execute(params![
             device.as_slice(),
@@ -329,21 +380,37 @@ impl ReadingStore for SqliteReadings {
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
         let devices = owned_devices(devices);
-        let ranges: Vec<(i64, i64)> = plan
+        let pieces: Vec<Vec<(Rollup, i64, i64)>> = plan
             .buckets
             .iter()
-            .map(|b| (slot(b.start), slot(b.end)))
+            .map(|bucket| pieces(bucket.start, bucket.end))
             .collect();
         self.db
             .read(move |connection| {
-                let mut statement = connection.prepare_cached(&format!(
-                    "SELECT {ROLLUP_COLUMNS} FROM rollups_15m WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3"
-                ))?;
                 let devices = device_array(&devices);
-                ranges
+                let sql = |rollup: Rollup| {
+                    format!(
+                        "SELECT {ROLLUP_COLUMNS} FROM {} WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
+                        rollup.table()
+                    )
+                };
+                let mut quarters = connection.prepare_cached(&sql(Rollup::Quarter))?;
+                let mut days = connection.prepare_cached(&sql(Rollup::Day))?;
+                pieces
                     .into_iter()
-                    .map(|(from, to)| {
-                        Ok(statement.query_row(params![Rc::clone(&devices), from, to], read_aggregate)?)
+                    .map(|parts| {
+                        let mut sum = Aggregate::default();
+                        for (rollup, from, to) in parts {
+                            let statement = match rollup {
+                                Rollup::Quarter => &mut quarters,
+                                Rollup::Day => &mut days,
+                            };
+                            sum += statement.query_row(
+                                params![Rc::clone(&devices), from, to],
+                                read_aggregate,
+                            )?;
+                        }
+                        Ok(sum)
                     })
                     .collect()
             })
@@ -404,7 +471,7 @@ impl ReadingStore for SqliteReadings {
         self.db
             .write(move |connection| {
                 let transaction = connection.transaction()?;
-                for table in ["readings", "rollups_15m", "device_latest"] {
+                for table in ["readings", "rollups_15m", "rollups_1d", "device_latest"] {
                     transaction
                         .prepare_cached(&format!("DELETE FROM {table} WHERE device = ?1"))?
                         .execute([device.as_slice()])?;
@@ -426,5 +493,47 @@ impl ReadingStore for SqliteReadings {
             })
             .await
             .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .map(|at| at.with_timezone(&Utc))
+            .unwrap_or_default()
+    }
+
+    fn covered(parts: &[(Rollup, i64, i64)]) -> i64 {
+        parts
+            .iter()
+            .map(|(rollup, from, to)| (to - from) * rollup.seconds())
+            .sum()
+    }
+
+    #[test]
+    fn a_berlin_month_is_whole_utc_days_plus_quarter_hour_edges() {
+        let (start, end) = (at("2026-10-31T23:00:00Z"), at("2026-11-30T23:00:00Z"));
+        let parts = pieces(start, end);
+        assert_eq!(covered(&parts), (end - start).num_seconds());
+        assert!(matches!(parts[0], (Rollup::Day, _, _)));
+        assert_eq!(parts[0].2 - parts[0].1, 29);
+    }
+
+    #[test]
+    fn a_kolkata_day_has_no_whole_utc_day_inside() {
+        let (start, end) = (at("2026-11-20T18:30:00Z"), at("2026-11-21T18:30:00Z"));
+        let parts = pieces(start, end);
+        assert_eq!(parts.len(), 1);
+        assert_eq!(covered(&parts), 86_400);
+    }
+
+    #[test]
+    fn a_utc_day_is_one_day_row() {
+        let parts = pieces(at("2026-11-21T00:00:00Z"), at("2026-11-22T00:00:00Z"));
+        assert_eq!(parts.len(), 1);
+        assert!(matches!(parts[0], (Rollup::Day, _, _)));
     }
 }
