@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{Days, Utc};
-use hyper::header::{HeaderValue, ETAG, IF_NONE_MATCH};
+use hyper::header::{HeaderValue, ACCEPT_ENCODING, ETAG, IF_NONE_MATCH};
 use hyper::{Request, StatusCode};
 use serde_json::{json, Value};
 
@@ -41,6 +41,7 @@ pub const ENDPOINTS: &[&str] = &[
     "custom-day-366d",
     "custom-month-1y",
     "map",
+    "map-gzip",
     "map-304",
 ];
 
@@ -52,12 +53,19 @@ struct ReadWorkload {
     bearer: Option<HeaderValue>,
     /// `map-304`: the latest entity tag seen, sent in `If-None-Match`.
     etag: Option<Mutex<Option<HeaderValue>>>,
+    /// `map-gzip`: send `Accept-Encoding: gzip`, as every browser does.
+    gzip: bool,
 }
 
 impl Workload for ReadWorkload {
     fn request(&self, index: u64) -> Option<(Request<Body>, u32)> {
         let path = &self.paths[(index % self.paths.len() as u64) as usize];
         let mut request = self.target.get(path, self.bearer.as_ref());
+        if self.gzip {
+            request
+                .headers_mut()
+                .insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        }
         if let Some(etag) = &self.etag {
             if let Some(tag) = etag.lock().ok().and_then(|tag| tag.clone()) {
                 request.headers_mut().insert(IF_NONE_MATCH, tag);
@@ -126,7 +134,7 @@ fn paths(name: &str, devices: &[String], tz: Option<&str>) -> Option<(Vec<String
         "custom-day-30d" => (custom(29, "day"), true),
         "custom-day-366d" => (custom(365, "day"), true),
         "custom-month-1y" => (custom(365, "month"), true),
-        "map" | "map-304" => (vec!["/api/v1/public/map/devices".into()], false),
+        "map" | "map-gzip" | "map-304" => (vec!["/api/v1/public/map/devices".into()], false),
         _ => return None,
     })
 }
@@ -223,6 +231,7 @@ pub async fn run(args: &ReadArgs) -> Result<Value, BoxError> {
                 paths,
                 bearer: owner.then(|| token.clone()),
                 etag: (name == "map-304").then(|| Mutex::new(None)),
+                gzip: name == "map-gzip",
             });
             // One unmeasured request: warms caches, and gives map-304 its first entity tag.
             let mut lane = Lane::new(target.addr);

@@ -1,13 +1,15 @@
 //! What public responses share: `Access-Control-Allow-Origin: *`, `Cache-Control`, an `ETag`
-//! derived from the body, `If-None-Match` → 304, and the server-side cache of the map.
+//! derived from the body, `If-None-Match` → 304, and the server-side cache of the map, which also
+//! keeps a gzip copy for the clients that accept one (every browser does).
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::header::{
-    HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
-    ACCESS_CONTROL_MAX_AGE, CACHE_CONTROL, ETAG, IF_NONE_MATCH,
+    HeaderValue, ACCEPT_ENCODING, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_MAX_AGE, CACHE_CONTROL, CONTENT_ENCODING, ETAG, IF_NONE_MATCH, VARY,
 };
 use hyper::{HeaderMap, StatusCode};
 use serde::Serialize;
@@ -20,16 +22,35 @@ use super::{respond, Response};
 pub struct Rendered {
     body: Bytes,
     etag: HeaderValue,
+    /// The same body gzip-compressed, with its own entity tag (large bodies only).
+    gzip: Option<(Bytes, HeaderValue)>,
 }
 
 impl Rendered {
     /// Renders `body` and tags it with a hash of the bytes.
     pub fn json(body: &impl Serialize) -> Result<Self, ApiError> {
         let body = Bytes::from(serde_json::to_vec(body)?);
-        let hash = blake3::hash(&body).to_hex();
-        let etag = HeaderValue::try_from(format!("\"{}\"", &hash[..32]))
-            .map_err(|_| ApiError::Panic("a hex entity tag is always a valid header".into()))?;
-        Ok(Self { body, etag })
+        let etag = entity_tag(&body, "");
+        Ok(Self {
+            body,
+            etag,
+            gzip: None,
+        })
+    }
+
+    /// [`Rendered::json`] plus a gzip copy, for a large body rendered once and served often
+    /// (the map): compressing it once per cache lifetime costs little, every poller saves.
+    pub fn json_with_gzip(body: &impl Serialize) -> Result<Self, ApiError> {
+        let mut rendered = Self::json(body)?;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder
+            .write_all(&rendered.body)
+            .map_err(|error| ApiError::Panic(format!("gzip into memory: {error}")))?;
+        let compressed = encoder
+            .finish()
+            .map_err(|error| ApiError::Panic(format!("gzip into memory: {error}")))?;
+        rendered.gzip = Some((Bytes::from(compressed), entity_tag(&rendered.body, "-gzip")));
+        Ok(rendered)
     }
 
     /// 200 with the body, without caching headers (owner routes).
@@ -37,25 +58,73 @@ impl Rendered {
         respond::with_body(StatusCode::OK, "application/json", self.body.clone())
     }
 
-    /// 200 with the body, or 304 when `If-None-Match` names this entity tag (or `*`).
+    /// 200 with the body (gzip-encoded when there is a gzip copy and the client accepts it), or
+    /// 304 when `If-None-Match` names the current entity tag of either encoding (or `*`).
     pub fn respond(&self, request_headers: &HeaderMap, cache_control: HeaderValue) -> Response {
+        let current = |tag: &str| {
+            tag == "*"
+                || tag.as_bytes() == self.etag.as_bytes()
+                || self
+                    .gzip
+                    .as_ref()
+                    .is_some_and(|(_, gzip_tag)| tag.as_bytes() == gzip_tag.as_bytes())
+        };
         let unchanged = request_headers
             .get_all(IF_NONE_MATCH)
             .iter()
             .filter_map(|value| value.to_str().ok())
             .flat_map(|value| value.split(','))
             .map(|tag| tag.trim().trim_start_matches("W/"))
-            .any(|tag| tag == "*" || tag.as_bytes() == self.etag.as_bytes());
-        let mut response = if unchanged {
-            respond::empty(StatusCode::NOT_MODIFIED)
-        } else {
-            self.plain()
+            .any(current);
+        let gzip = self.gzip.as_ref().filter(|_| accepts_gzip(request_headers));
+        let etag = gzip.map_or(&self.etag, |(_, tag)| tag);
+        let mut response = match (unchanged, gzip) {
+            (true, _) => respond::empty(StatusCode::NOT_MODIFIED),
+            (false, Some((body, _))) => {
+                let mut response =
+                    respond::with_body(StatusCode::OK, "application/json", body.clone());
+                response
+                    .headers_mut()
+                    .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+                response
+            }
+            (false, None) => self.plain(),
         };
         let headers = response.headers_mut();
-        headers.insert(ETAG, self.etag.clone());
+        headers.insert(ETAG, etag.clone());
         headers.insert(CACHE_CONTROL, cache_control);
+        if self.gzip.is_some() {
+            headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
         response
     }
+}
+
+/// A strong entity tag from a hash of the (uncompressed) body.
+fn entity_tag(body: &[u8], suffix: &str) -> HeaderValue {
+    let hash = blake3::hash(body).to_hex();
+    HeaderValue::try_from(format!("\"{}{suffix}\"", &hash[..32]))
+        .unwrap_or(HeaderValue::from_static("\"unversioned\""))
+}
+
+/// Whether `Accept-Encoding` allows gzip (`gzip` or `*`, without `q=0`).
+fn accepts_gzip(request_headers: &HeaderMap) -> bool {
+    request_headers
+        .get_all(ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or_default();
+            let refused = parts.any(|parameter| {
+                parameter
+                    .strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
 }
 
 /// The answer to a CORS preflight: widgets may `GET` with `If-None-Match` from any origin (the

@@ -1035,3 +1035,62 @@ async fn a_cors_preflight_on_a_public_route_allows_get_with_if_none_match() {
         problem(response, 405).await;
     }
 }
+
+#[tokio::test]
+async fn the_map_is_gzip_encoded_for_clients_that_accept_it() {
+    use std::io::Read as _;
+    let app = TestApp::spawn().await;
+    let device = app
+        .register(
+            "alice",
+            json!({ "name": "Roof", "is_public": true, "is_location_public": true }),
+        )
+        .await;
+    app.upload_ok(
+        &device,
+        &crate::common::located(crate::common::sample(), 52.5, 13.4),
+    )
+    .await;
+    let plain = app.get_public("/public/map/devices").await;
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain_tag = plain.headers()["etag"].clone();
+    let plain_body: Value = plain.json().await.unwrap();
+
+    let gzipped = app
+        .client
+        .get(app.url("/public/map/devices"))
+        .header("accept-encoding", "gzip, deflate, br")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gzipped.status(), 200);
+    assert_eq!(gzipped.headers()["content-encoding"], "gzip");
+    assert_eq!(gzipped.headers()["vary"], "Accept-Encoding");
+    let gzip_tag = gzipped.headers()["etag"].clone();
+    assert_ne!(gzip_tag, plain_tag, "each encoding has its own entity tag");
+    let compressed = gzipped.bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(compressed.as_ref())
+        .read_to_string(&mut text)
+        .unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), plain_body);
+
+    let refused = app
+        .client
+        .get(app.url("/public/map/devices"))
+        .header("accept-encoding", "gzip;q=0, identity")
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.headers().get("content-encoding").is_none());
+
+    let revalidated = app
+        .client
+        .get(app.url("/public/map/devices"))
+        .header("accept-encoding", "gzip")
+        .header("if-none-match", gzip_tag.to_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revalidated.status(), 304);
+}

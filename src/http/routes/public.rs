@@ -90,5 +90,5 @@ async fn render_map(state: &AppState) -> Result<Arc<Rendered>, ApiError> {
             Some(MapEntryView::new(device, sample, *last_seen, now))
         })
         .collect();
-    Ok(Arc::new(Rendered::json(&Data { data: entries })?))
+    Ok(Arc::new(Rendered::json_with_gzip(&Data { data: entries })?))
 }

@@ -29,6 +29,7 @@ pub use readings::{SqliteReadingSink, SqliteReadings};
 const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/001_devices.sql"),
     include_str!("../../../schema/sqlite/002_readings.sql"),
+    include_str!("../../../schema/sqlite/003_backfill_daily_rollups.sql"),
 ];
 
 /// Readers kept open for reuse; more may exist briefly under load.
