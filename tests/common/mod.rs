@@ -59,24 +59,7 @@ impl TestTable {
 
 impl Drop for TestTable {
     fn drop(&mut self) {
-        let (url, name) = (self.pg.clone(), self.name.clone());
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .ok()?;
-                tokio::spawn(connection);
-                client
-                    .simple_query(&format!("DROP TABLE IF EXISTS {name}"))
-                    .await
-                    .ok()
-            })
-        })
-        .join();
+        clean_up(&self.pg, format!("DROP TABLE IF EXISTS {}", self.name));
     }
 }
 
@@ -114,27 +97,31 @@ impl TestSchema {
 
 impl Drop for TestSchema {
     fn drop(&mut self) {
-        let (base_url, name) = (self.base_url.clone(), self.name.clone());
-        // Dropped from inside a runtime: do the async clean-up on a thread of its own.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&base_url, tokio_postgres::NoTls)
-                        .await
-                        .ok()?;
-                tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
-                    .ok()
-            })
-        })
-        .join();
+        clean_up(
+            &self.base_url,
+            format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name),
+        );
     }
+}
+
+/// Runs one clean-up statement over PG wire. Called from `Drop`, inside the test's runtime, so
+/// it runs on a thread and runtime of its own; a failed clean-up only leaves a leftover.
+fn clean_up(url: &str, statement: String) {
+    let url = url.to_owned();
+    let _ = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .ok()?;
+            tokio::spawn(connection);
+            client.simple_query(&statement).await.ok()
+        })
+    })
+    .join();
 }
 
 /// A running server with its own data directory.
