@@ -7,16 +7,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::common::{fe, field_errors, located, measured, problem, sample, sample_with, TestApp};
-
-const EPSILON: f64 = 1e-9;
-
-/// A fixed instant, e.g. `at("2026-10-25T12:00:00Z")`.
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("test instant")
-        .with_timezone(&Utc)
-}
+use crate::common::{
+    assert_bearer_challenge, assert_close, at, fe, field_errors, located, measured, problem,
+    sample, sample_with, TestApp,
+};
 
 /// The reference "now" of most tests.
 fn t0() -> DateTime<Utc> {
@@ -51,16 +45,6 @@ fn reading(
     body["temperature_data"]["heat_index"] = json!(heat_index);
     body["temperature_data"]["humidity"] = json!(humidity);
     body
-}
-
-fn assert_close(actual: &Value, expected: f64, what: &str) {
-    let actual = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("{what} is a number: {actual}"));
-    assert!(
-        (actual - expected).abs() < EPSILON,
-        "{what}: expected {expected}, got {actual}"
-    );
 }
 
 fn device_path(device: &Value) -> String {
@@ -663,11 +647,4 @@ async fn a_deleted_device_cannot_report_again() {
     let response = app.upload(&device, &sample()).await;
     problem(response, 401).await;
     problem(app.get_as("alice", "/air-quality/current").await, 404).await;
-}
-
-fn assert_bearer_challenge(response: &reqwest::Response) {
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .expect("ascii header");
-    assert!(challenge.starts_with("Bearer"), "{challenge}");
 }

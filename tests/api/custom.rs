@@ -5,15 +5,12 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::common::{fe, field_errors, measured, problem, sample_with, TestApp};
+use crate::common::{
+    aqis, assert_bearer_challenge, at, fe, field_errors, labels, measured, problem, sample_with,
+    timestamps, TestApp,
+};
 
 const EPSILON: f64 = 1e-9;
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("test instant")
-        .with_timezone(&Utc)
-}
 
 /// The server's "now" in these tests; every sample lies within the 366 days before it.
 fn now() -> DateTime<Utc> {
@@ -42,27 +39,6 @@ async fn points_as(app: &TestApp, owner: &str, query: &str) -> Vec<Value> {
 
 async fn points(app: &TestApp, query: &str) -> Vec<Value> {
     points_as(app, "alice", query).await
-}
-
-fn labels(points: &[Value]) -> Vec<&str> {
-    points
-        .iter()
-        .map(|point| point["label"].as_str().expect("label"))
-        .collect()
-}
-
-fn timestamps(points: &[Value]) -> Vec<&str> {
-    points
-        .iter()
-        .map(|point| point["timestamp"].as_str().expect("timestamp"))
-        .collect()
-}
-
-fn aqis(points: &[Value]) -> Vec<i64> {
-    points
-        .iter()
-        .map(|point| point["metrics"]["aqi"].as_i64().expect("integer aqi"))
-        .collect()
 }
 
 /// The field errors of a 422 answer to `query`.
@@ -505,11 +481,4 @@ async fn the_custom_route_needs_an_owner_token() {
         let body = problem(response, 401).await;
         assert_eq!(body["instance"], "/api/v1/air-quality/custom");
     }
-}
-
-fn assert_bearer_challenge(response: &reqwest::Response) {
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .expect("ascii header");
-    assert!(challenge.starts_with("Bearer"), "{challenge}");
 }

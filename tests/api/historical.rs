@@ -4,28 +4,13 @@
 //! been set, so every bucket boundary (hours, 23- and 25-hour days, :30/:45 zones, months) is
 //! checked exactly.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta};
 use serde_json::{json, Value};
 
-use crate::common::{fe, field_errors, measured, problem, sample_with, TestApp};
-
-const EPSILON: f64 = 1e-9;
-
-fn at(text: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(text)
-        .expect("test instant")
-        .with_timezone(&Utc)
-}
-
-fn assert_close(actual: &Value, expected: f64, what: &str) {
-    let actual = actual
-        .as_f64()
-        .unwrap_or_else(|| panic!("{what} is a number: {actual}"));
-    assert!(
-        (actual - expected).abs() < EPSILON,
-        "{what}: expected {expected}, got {actual}"
-    );
-}
+use crate::common::{
+    aqis, assert_bearer_challenge, assert_close, at, fe, field_errors, labels, measured, problem,
+    sample_with, timestamps, TestApp,
+};
 
 /// Uploads `body` stamped at `when` (an RFC 3339 instant).
 async fn report(app: &TestApp, device: &Value, body: Value, when: &str) {
@@ -53,27 +38,6 @@ async fn fetch_points(app: &TestApp, owner: &str, path: &str, timeline: &str) ->
     keys.sort();
     assert_eq!(keys, ["data", "timeline"]);
     body["data"].as_array().expect("data array").clone()
-}
-
-fn labels(points: &[Value]) -> Vec<&str> {
-    points
-        .iter()
-        .map(|point| point["label"].as_str().expect("label"))
-        .collect()
-}
-
-fn timestamps(points: &[Value]) -> Vec<&str> {
-    points
-        .iter()
-        .map(|point| point["timestamp"].as_str().expect("timestamp"))
-        .collect()
-}
-
-fn aqis(points: &[Value]) -> Vec<i64> {
-    points
-        .iter()
-        .map(|point| point["metrics"]["aqi"].as_i64().expect("integer aqi"))
-        .collect()
 }
 
 fn device_path(device: &Value, query: &str) -> String {
@@ -689,11 +653,4 @@ async fn the_timeline_routes_need_an_owner_token() {
         assert_bearer_challenge(&response);
         problem(response, 401).await;
     }
-}
-
-fn assert_bearer_challenge(response: &reqwest::Response) {
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .expect("ascii header");
-    assert!(challenge.starts_with("Bearer"), "{challenge}");
 }

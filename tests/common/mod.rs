@@ -460,3 +460,53 @@ pub fn field_errors(problem: &Value) -> Vec<(String, String, String)> {
 pub fn fe(name: &str, code: &str, location: &str) -> (String, String, String) {
     (name.to_owned(), code.to_owned(), location.to_owned())
 }
+
+/// An instant written in RFC 3339.
+pub fn at(text: &str) -> chrono::DateTime<Utc> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .expect("test instant")
+        .with_timezone(&Utc)
+}
+
+/// Asserts that a JSON number equals `expected` to within 1e-9.
+pub fn assert_close(actual: &Value, expected: f64, what: &str) {
+    let actual = actual
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what} is a number: {actual}"));
+    assert!(
+        (actual - expected).abs() < 1e-9,
+        "{what}: expected {expected}, got {actual}"
+    );
+}
+
+/// Asserts that a 401 challenges for a bearer token.
+pub fn assert_bearer_challenge(response: &Response) {
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .expect("ascii header");
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
+}
+
+/// The labels of historical points.
+pub fn labels(points: &[Value]) -> Vec<&str> {
+    points
+        .iter()
+        .map(|point| point["label"].as_str().expect("label"))
+        .collect()
+}
+
+/// The timestamps of historical points.
+pub fn timestamps(points: &[Value]) -> Vec<&str> {
+    points
+        .iter()
+        .map(|point| point["timestamp"].as_str().expect("timestamp"))
+        .collect()
+}
+
+/// The (integer) AQIs of historical points.
+pub fn aqis(points: &[Value]) -> Vec<i64> {
+    points
+        .iter()
+        .map(|point| point["metrics"]["aqi"].as_i64().expect("integer aqi"))
+        .collect()
+}
