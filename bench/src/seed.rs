@@ -22,7 +22,7 @@ use crate::fleet::{owner_token, register, Registration};
 use crate::generator::{Schedule, UploadWorkload};
 use crate::load::Plan;
 use crate::verify::{Counter, Verdict};
-use crate::{cli, load, rss, server_metrics, BoxError};
+use crate::{cli, rss, server_metrics, BoxError};
 
 /// Runs the scenario and prints its summary.
 pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
@@ -98,21 +98,11 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
         plan.connections,
         plan.duration.as_secs_f64()
     );
-    let metrics_before = server_metrics::scrape(&target).await;
-    let summary = load::run(&target, Arc::clone(&workload), &plan, None).await;
-    let batches = match metrics_before {
-        Some(before) => server_metrics::scrape(&target)
-            .await
-            .and_then(|after| server_metrics::batch_report(&before, &after, summary.elapsed)),
-        None => None,
-    };
-    let memory = match sampler {
-        Some(sampler) => Some(sampler.finish().await),
-        None => None,
-    };
-    if summary.recorder.unanswered() > 0 {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    let server_metrics::Measured {
+        summary,
+        batches,
+        memory,
+    } = server_metrics::measured_run(&target, Arc::clone(&workload), &plan, sampler).await;
     let verdict = counter
         .count(&target, &fleet.devices)
         .await?

@@ -67,3 +67,46 @@ pub fn render(report: &Value) -> String {
         report["writer_busy_share"].as_f64().unwrap_or(0.0) * 100.0,
     )
 }
+
+/// What a write run measured besides the client's figures.
+#[derive(Debug)]
+pub struct Measured {
+    /// The client's figures.
+    pub summary: crate::stats::RunSummary,
+    /// The batch writer's counters over the run, when the server has `/metrics`.
+    pub batches: Option<Value>,
+    /// The server's memory over the run, when sampled.
+    pub memory: Option<crate::rss::RssReport>,
+}
+
+/// Runs a write workload between two scrapes of the server's counters, stops the memory
+/// sampler, and, when some requests went unanswered, gives what the server may still commit a
+/// moment to land before anything is counted.
+pub async fn measured_run<W: crate::load::Workload>(
+    target: &Target,
+    workload: std::sync::Arc<W>,
+    plan: &crate::load::Plan,
+    sampler: Option<crate::rss::Sampler>,
+) -> Measured {
+    let before = scrape(target).await;
+    let summary = crate::load::run(target, workload, plan, None).await;
+    let batches = match before {
+        Some(before) => scrape(target)
+            .await
+            .and_then(|after| batch_report(&before, &after, summary.elapsed)),
+        None => None,
+    };
+    let memory = match sampler {
+        Some(sampler) => Some(sampler.finish().await),
+        None => None,
+    };
+    if summary.recorder.unanswered() > 0 {
+        // A request the client gave up on may still be committed: let it land before counting.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    Measured {
+        summary,
+        batches,
+        memory,
+    }
+}

@@ -12,7 +12,7 @@ use crate::fleet::{load_or_register, owner_token, Registration};
 use crate::generator::UploadWorkload;
 use crate::stats::RunSummary;
 use crate::verify::{Counter, Verdict};
-use crate::{load, rss, server_metrics, BoxError};
+use crate::{rss, server_metrics, BoxError};
 
 /// Registration settings from the flags.
 pub fn registration(fleet: &FleetArgs, load: &LoadArgs, prefix: &str) -> Registration {
@@ -75,23 +75,11 @@ pub async fn run(args: &UploadArgs) -> Result<UploadOutcome, BoxError> {
         None,
     )?);
     eprintln!("uploads: {} against {}", plan.label, target.url);
-    let metrics_before = server_metrics::scrape(&target).await;
-    let summary = load::run(&target, Arc::clone(&workload), &plan, None).await;
-    let batches = match metrics_before {
-        Some(before) => server_metrics::scrape(&target)
-            .await
-            .and_then(|after| server_metrics::batch_report(&before, &after, summary.elapsed)),
-        None => None,
-    };
-    let memory = match sampler {
-        Some(sampler) => Some(sampler.finish().await),
-        None => None,
-    };
-
-    if summary.recorder.unanswered() > 0 {
-        // A request the client gave up on may still be committed: let it land before counting.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    let server_metrics::Measured {
+        summary,
+        batches,
+        memory,
+    } = server_metrics::measured_run(&target, Arc::clone(&workload), &plan, sampler).await;
     let verdict = counter.count(&target, &fleet.devices).await?.map(|after| {
         Verdict::compare(
             counter.name(),
