@@ -90,6 +90,9 @@ pub enum ApiError {
     /// A dependency is not ready (for `/readyz`).
     #[error("not ready")]
     NotReady(#[source] StoreError),
+    /// A response body could not be compressed.
+    #[error("compressing the response")]
+    Compress(#[source] std::io::Error),
     /// A response could not be rendered.
     #[error("rendering the response")]
     Render(#[from] serde_json::Error),
@@ -192,6 +195,7 @@ impl ApiError {
             | Self::Write(_)
             | Self::IdentityProvider(_)
             | Self::Render(_)
+            | Self::Compress(_)
             | Self::Panic(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 BLANK_TYPE,

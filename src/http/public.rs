@@ -29,13 +29,17 @@ pub struct Rendered {
 impl Rendered {
     /// Renders `body` and tags it with a hash of the bytes.
     pub fn json(body: &impl Serialize) -> Result<Self, ApiError> {
-        let body = Bytes::from(serde_json::to_vec(body)?);
+        Ok(Self::tagged(Bytes::from(serde_json::to_vec(body)?)))
+    }
+
+    /// An already rendered JSON body, tagged with a hash of its bytes.
+    pub fn tagged(body: Bytes) -> Self {
         let etag = entity_tag(&body, "");
-        Ok(Self {
+        Self {
             body,
             etag,
             gzip: None,
-        })
+        }
     }
 
     /// [`Rendered::json`] plus a gzip copy, for a large body rendered once and served often
@@ -45,16 +49,13 @@ impl Rendered {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder
             .write_all(&rendered.body)
-            .map_err(|error| ApiError::Panic(format!("gzip into memory: {error}")))?;
-        let compressed = encoder
-            .finish()
-            .map_err(|error| ApiError::Panic(format!("gzip into memory: {error}")))?;
+            .map_err(ApiError::Compress)?;
+        let compressed = encoder.finish().map_err(ApiError::Compress)?;
         rendered.gzip = Some((Bytes::from(compressed), entity_tag(&rendered.body, "-gzip")));
         Ok(rendered)
     }
 
-    /// 200 with the body, without caching headers (owner routes).
-    pub fn plain(&self) -> Response {
+    fn plain(&self) -> Response {
         respond::with_body(StatusCode::OK, "application/json", self.body.clone())
     }
 

@@ -1,9 +1,11 @@
 //! The owner's reads: current snapshots, timelines and custom ranges, owner-wide or per device.
 
+use bytes::Bytes;
+use hyper::StatusCode;
+
 use crate::domain::field_errors::both;
 use crate::domain::{BucketPlan, CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryParams};
 use crate::http::error::ApiError;
-use crate::http::public::Rendered;
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
 use crate::http::{credentials, respond, Request, Response};
@@ -64,7 +66,7 @@ pub async fn owner_historical(request: Request, state: &AppState) -> Result<Resp
     let owner = credentials::owner(&request, state).await?;
     let query = HistoricalQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
-    Ok(historical(state, &devices, query).await?.plain())
+    historical(state, &devices, query).await
 }
 
 /// `GET /devices/{id}/historical?timeline=…&tz=…`.
@@ -79,21 +81,33 @@ pub async fn device_historical(
         HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
     )?;
     let device = owned_device(state, &owner, id).await?;
-    Ok(historical(state, &[device], query).await?.plain())
+    historical(state, &[device], query).await
 }
 
-/// The rendered timeline of `devices` pooled (shared with the public route).
-pub async fn historical(
+/// `GET …/historical` of `devices` pooled, for the owner.
+async fn historical(
     state: &AppState,
     devices: &[DeviceUuid],
     query: HistoricalQuery,
-) -> Result<Rendered, ApiError> {
+) -> Result<Response, ApiError> {
+    let body = timeline_body(state, devices, query).await?;
+    Ok(respond::with_body(StatusCode::OK, "application/json", body))
+}
+
+/// The JSON body of the timeline of `devices` pooled (shared with the public route, which tags it
+/// for caching).
+pub async fn timeline_body(
+    state: &AppState,
+    devices: &[DeviceUuid],
+    query: HistoricalQuery,
+) -> Result<Bytes, ApiError> {
     let plan = BucketPlan::timeline(query.timeline, query.tz, state.clock.now());
     let series = reads::series(state.readings.as_ref(), devices, &plan).await?;
-    Rendered::json(&HistoricalView {
+    let body = serde_json::to_vec(&HistoricalView {
         data: points(&plan, &series),
         timeline: query.timeline.as_str(),
-    })
+    })?;
+    Ok(Bytes::from(body))
 }
 
 /// `GET /air-quality/custom?start_date=…&end_date=…&interval=…&tz=…`.

@@ -60,7 +60,7 @@ pub async fn historical(
         HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
     )?;
     let device = public_device(state, id).await?;
-    let rendered = air_quality::historical(state, &[device.id], query).await?;
+    let rendered = Rendered::tagged(air_quality::timeline_body(state, &[device.id], query).await?);
     Ok(rendered.respond(request.headers(), revalidate()))
 }
 
