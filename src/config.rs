@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::store::questdb::QuestDbConfig;
+pub use crate::store::questdb::{QuestDbConfig, TableName};
 
 /// `airq`: the air-quality backend.
 #[derive(Debug, Parser)]
@@ -63,8 +63,8 @@ pub struct ServeArgs {
     )]
     pub questdb_pg: Option<String>,
     /// The QuestDB table holding readings.
-    #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings")]
-    pub questdb_table: String,
+    #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings", value_parser = TableName::parse)]
+    pub questdb_table: TableName,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,

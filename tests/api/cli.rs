@@ -276,3 +276,48 @@ fn without_flag_or_variable_the_data_dir_is_airq_data_in_the_working_directory()
         .join("owner-token.secret")
         .is_file());
 }
+
+/// `airq serve` with `args` must refuse to start, saying why on stderr (and binding nothing).
+fn refused_serve(args: &[&str], reason: &str) {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
+    full.extend_from_slice(args);
+    let output = run(airq(dir.path(), &full));
+    assert!(!output.status.success(), "{args:?} is refused");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(reason),
+        "{args:?}: stderr says {reason:?}: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
+    for bad in [
+        "",
+        "1readings",
+        "readings; DROP TABLE x",
+        "read-ings",
+        &"r".repeat(128),
+    ] {
+        refused_serve(&["--questdb-table", bad], "is not a table name");
+    }
+}
+
+#[test]
+fn questdb_readings_need_the_pg_wire_url_and_postgres_devices() {
+    refused_serve(
+        &["--questdb-ilp", "http::addr=127.0.0.1:9;"],
+        "--questdb-pg",
+    );
+    refused_serve(
+        &[
+            "--questdb-ilp",
+            "http::addr=127.0.0.1:9;",
+            "--questdb-pg",
+            "postgres://admin:quest@127.0.0.1:9/qdb",
+        ],
+        "--postgres-url",
+    );
+}

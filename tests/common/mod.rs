@@ -52,7 +52,7 @@ impl TestTable {
         airq::config::QuestDbConfig {
             ilp: self.ilp.clone(),
             pg: self.pg.clone(),
-            table: self.name.clone(),
+            table: airq::config::TableName::parse(&self.name).expect("a valid table name"),
         }
     }
 }

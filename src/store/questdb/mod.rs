@@ -32,27 +32,49 @@ pub struct QuestDbConfig {
     pub ilp: String,
     /// PG-wire URL for reads, e.g. `postgres://admin:quest@127.0.0.1:8812/qdb`.
     pub pg: String,
-    /// Table name (letters, digits and `_`).
-    pub table: String,
+    /// The readings table.
+    pub table: TableName,
+}
+
+/// A QuestDB table name airq may splice into SQL: a letter or `_`, then letters, digits and `_`,
+/// at most 127 characters. Parsed once, at the edge (the `--questdb-table` flag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName(String);
+
+impl TableName {
+    /// The name, or why it is refused.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut chars = text.chars();
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        if first_ok && text.len() <= 127 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(format!(
+                "{text:?} is not a table name: a letter or _, then letters, digits and _ (at most 127)"
+            ))
+        }
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// A pool on QuestDB's PG wire, with the readings table created.
 pub async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
-    if config.table.is_empty()
-        || !config
-            .table
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
-        return Err(StoreError::Config(format!(
-            "the QuestDB table name {:?} must consist of letters, digits and _",
-            config.table
-        )));
-    }
     let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
     client
-        .simple_query(&SCHEMA.replace("{table}", &config.table))
+        .simple_query(&SCHEMA.replace("{table}", config.table.as_str()))
         .await?;
     Ok(pool)
 }

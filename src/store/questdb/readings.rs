@@ -11,7 +11,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::{device_list, literal};
+use super::{device_list, literal, TableName};
 use crate::domain::timeline::Interval;
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt};
 use crate::store::{ReadingStore, StoreError};
@@ -23,12 +23,12 @@ const SUMS: &str = "count(), sum(aqi), sum(pm1_0), sum(pm2_5), sum(pm10_0), sum(
 #[derive(Debug, Clone)]
 pub struct QuestDbReadings {
     pool: Pool,
-    table: String,
+    table: TableName,
 }
 
 impl QuestDbReadings {
     /// Readings in `table`, read through `pool`.
-    pub fn new(pool: Pool, table: String) -> Self {
+    pub fn new(pool: Pool, table: TableName) -> Self {
         Self { pool, table }
     }
 

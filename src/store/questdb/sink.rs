@@ -6,6 +6,7 @@ use ::questdb::ingress::{Buffer, Sender, TimestampMicros};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 
+use super::TableName;
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::{ReadingSink, StoreError};
 
@@ -17,7 +18,7 @@ const VISIBILITY_WAIT: Duration = Duration::from_secs(2);
 /// The batch writer's side of QuestDB.
 pub struct QuestDbSink {
     ilp: String,
-    table: String,
+    table: TableName,
     sender: Option<Sender>,
     buffer: Option<Buffer>,
     ids: Pool,
@@ -37,7 +38,7 @@ impl std::fmt::Debug for QuestDbSink {
 impl QuestDbSink {
     /// A sink writing to `table` through the ILP configuration `ilp`, taking ids from the
     /// PostgreSQL pool `ids` and checking visibility through the PG-wire pool `reads`.
-    pub fn new(ilp: String, table: String, ids: Pool, reads: Pool) -> Self {
+    pub fn new(ilp: String, table: TableName, ids: Pool, reads: Pool) -> Self {
         Self {
             ilp,
             table,
