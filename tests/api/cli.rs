@@ -321,3 +321,44 @@ fn questdb_readings_need_the_pg_wire_url_and_postgres_devices() {
         "--postgres-url",
     );
 }
+
+#[test]
+fn a_jwks_url_that_is_not_http_is_refused() {
+    refused_serve(
+        &["--auth-jwks-url", "ftp://idp.example/jwks.json"],
+        "is not an http or https URL",
+    );
+}
+
+#[test]
+fn a_jwks_url_and_a_shared_secret_cannot_both_be_configured() {
+    refused_serve(
+        &[
+            "--auth-jwks-url",
+            "http://127.0.0.1:9/jwks.json",
+            "--auth-hs256-secret",
+            "a shared secret",
+        ],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn a_truncated_token_secret_is_refused_instead_of_replaced() {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    std::fs::write(dir.path().join("owner-token.secret"), b"short").expect("write");
+    let data_dir = dir.path().to_str().expect("utf-8 path");
+    let output = run(airq(
+        dir.path(),
+        &["token", "alice", "--data-dir", data_dir],
+    ));
+    assert!(!output.status.success());
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("is not 32 bytes long"), "{stderr}");
+    assert_eq!(
+        std::fs::read(dir.path().join("owner-token.secret")).expect("read"),
+        b"short",
+        "the secret is left for the operator to inspect"
+    );
+}
