@@ -170,12 +170,9 @@ fn hours(start: DateTime<Utc>, end: DateTime<Utc>, tz: Tz, format: &str) -> Vec<
     let mut buckets = Vec::new();
     let mut at = start;
     while at < end {
+        // 90 minutes on lands inside the local hour after the next boundary even when the offset
+        // changes in between; flooring returns to that boundary, as the zone's clocks show it.
         let next = floor_hour(at + TimeDelta::minutes(90), tz).min(end);
-        let next = if next <= at {
-            at + TimeDelta::hours(1)
-        } else {
-            next
-        };
         buckets.push(Bucket {
             start: at,
             end: next,
