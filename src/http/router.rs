@@ -115,10 +115,14 @@ impl<'a> Route<'a> {
     }
 }
 
-/// Routes a request to its handler.
-pub async fn dispatch(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let path = request.uri().path().to_owned();
-    let route = Route::resolve(&path).ok_or(ApiError::RouteNotFound)?;
+/// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
+/// its log line and problem `instance`, and the route borrows its ids from it).
+pub async fn dispatch(
+    request: Request,
+    path: &str,
+    state: &AppState,
+) -> Result<Response, ApiError> {
+    let route = Route::resolve(path).ok_or(ApiError::RouteNotFound)?;
     let method = request.method().clone();
     match (route, method) {
         (Route::Health, Method::GET) => meta::health(),

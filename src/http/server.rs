@@ -87,9 +87,10 @@ async fn handle(request: Request, state: &AppState) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let span = tracing::info_span!("request", id = %request_id, %method, %path);
-    let outcome = AssertUnwindSafe(router::dispatch(request, state).instrument(span.clone()))
-        .catch_unwind()
-        .await;
+    let outcome =
+        AssertUnwindSafe(router::dispatch(request, &path, state).instrument(span.clone()))
+            .catch_unwind()
+            .await;
     let mut response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => span.in_scope(|| error.into_response(&path, &request_id)),
