@@ -1,6 +1,16 @@
-//! (method, path segments) → handler. Fifteen-odd routes need no framework: a path resolves to a
-//! [`Route`] or to 404, a route lists its methods (405 with `Allow` otherwise), then one `match`
-//! picks the handler.
+//! The route table: every route of the server, declared once as (method, path template, access,
+//! handler), in [`ROUTES`].
+//!
+//! Everything else about routes is derived from that table, so adding one is one entry (plus its
+//! handler, OpenAPI entry and test): the path matching (by `matchit`), the `Allow` header of a 405,
+//! `HEAD` on every `GET` route, the CORS preflight of public routes and which answers carry
+//! `Access-Control-Allow-Origin: *`. The test suite checks the OpenAPI document and the README's
+//! endpoint table against the same table.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::LazyLock;
 
 use hyper::Method;
 
@@ -9,149 +19,370 @@ use super::routes::{air_quality, data, devices, meta, public};
 use super::state::AppState;
 use super::{Request, Response};
 
-/// Every resource the server knows, with its path parameters.
+/// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
-    /// `/healthz`
-    Health,
-    /// `/readyz`
-    Ready,
-    /// `/metrics`
-    Metrics,
-    /// `/api/v1/openapi.json`
-    OpenApi,
-    /// `/api/v1/devices`
-    Devices,
-    /// `/api/v1/devices/{id}`
-    Device(&'a str),
-    /// `/api/v1/devices/{id}/rotate-key`
-    RotateKey(&'a str),
-    /// `/api/v1/devices/{id}/current`
-    DeviceCurrent(&'a str),
-    /// `/api/v1/devices/{id}/historical`
-    DeviceHistorical(&'a str),
-    /// `/api/v1/data`
-    Data,
-    /// `/api/v1/air-quality/current`
-    Current,
-    /// `/api/v1/air-quality/historical`
-    Historical,
-    /// `/api/v1/air-quality/custom`
-    Custom,
-    /// `/api/v1/public/devices/{id}`
-    PublicDevice(&'a str),
-    /// `/api/v1/public/devices/{id}/current`
-    PublicCurrent(&'a str),
-    /// `/api/v1/public/devices/{id}/historical`
-    PublicHistorical(&'a str),
-    /// `/api/v1/public/map/devices`
-    PublicMap,
+pub enum Access {
+    /// Anyone, from any web origin (CORS `*`, preflight answered).
+    Public,
+    /// An owner, with a bearer token.
+    Owner,
+    /// A device, with its `X-Device-ID` / `X-Device-Key`.
+    Device,
+    /// Anyone, for operators and tooling: health, readiness, metrics, the OpenAPI document.
+    Service,
 }
 
-impl<'a> Route<'a> {
-    /// The route of a path, if any.
-    pub fn resolve(path: &'a str) -> Option<Self> {
-        if path == "/healthz" {
-            return Some(Self::Health);
-        }
-        if path == "/readyz" {
-            return Some(Self::Ready);
-        }
-        if path == "/metrics" {
-            return Some(Self::Metrics);
-        }
-        let rest = path.strip_prefix("/api/v1/")?;
-        let segments: Vec<&str> = rest.split('/').collect();
-        Some(match segments.as_slice() {
-            ["openapi.json"] => Self::OpenApi,
-            ["devices"] => Self::Devices,
-            ["devices", id] if !id.is_empty() => Self::Device(id),
-            ["devices", id, "rotate-key"] if !id.is_empty() => Self::RotateKey(id),
-            ["devices", id, "current"] if !id.is_empty() => Self::DeviceCurrent(id),
-            ["devices", id, "historical"] if !id.is_empty() => Self::DeviceHistorical(id),
-            ["data"] => Self::Data,
-            ["air-quality", "current"] => Self::Current,
-            ["air-quality", "historical"] => Self::Historical,
-            ["air-quality", "custom"] => Self::Custom,
-            ["public", "devices", id] if !id.is_empty() => Self::PublicDevice(id),
-            ["public", "devices", id, "current"] if !id.is_empty() => Self::PublicCurrent(id),
-            ["public", "devices", id, "historical"] if !id.is_empty() => Self::PublicHistorical(id),
-            ["public", "map", "devices"] => Self::PublicMap,
-            _ => return None,
-        })
-    }
-
-    /// The methods the route accepts, as an `Allow` header value.
-    pub fn allow(&self) -> &'static str {
+impl Access {
+    /// The README's word for it.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Devices => "GET, POST",
-            Self::Device(_) => "GET, PATCH, DELETE",
-            Self::RotateKey(_) | Self::Data => "POST",
-            Self::Health
-            | Self::Ready
-            | Self::Metrics
-            | Self::OpenApi
-            | Self::DeviceCurrent(_)
-            | Self::DeviceHistorical(_)
-            | Self::Current
-            | Self::Historical
-            | Self::Custom => "GET",
-            Self::PublicDevice(_)
-            | Self::PublicCurrent(_)
-            | Self::PublicHistorical(_)
-            | Self::PublicMap => "GET, OPTIONS",
+            Self::Public | Self::Service => "none",
+            Self::Owner => "owner",
+            Self::Device => "device",
         }
     }
+}
 
-    /// Whether browsers on any origin may read the route (and so may send a CORS preflight).
-    pub fn is_public(&self) -> bool {
-        matches!(
-            self,
-            Self::PublicDevice(_)
-                | Self::PublicCurrent(_)
-                | Self::PublicHistorical(_)
-                | Self::PublicMap
-        )
+/// Every path under this prefix is public, also one that matches no route (its 404 is readable
+/// by widgets on any site too).
+pub const PUBLIC_AREA: &str = "/api/v1/public/";
+
+/// The path parameters of a matched route (the table's templates have at most `{id}`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PathParams<'a> {
+    id: &'a str,
+}
+
+impl<'a> PathParams<'a> {
+    /// The `{id}` segment (empty when the template has none).
+    pub fn id(&self) -> &'a str {
+        self.id
+    }
+}
+
+/// What a handler returns.
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<Response, ApiError>> + Send + 'a>>;
+
+/// A handler: the request, the shared state, the path parameters.
+pub type Handler = for<'a> fn(Request, &'a AppState, PathParams<'a>) -> HandlerFuture<'a>;
+
+/// One route.
+pub struct Route {
+    /// The method (`HEAD` and `OPTIONS` are derived, never declared).
+    pub method: Method,
+    /// The full path template, `{id}` for the path parameter.
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+    /// What answers it.
+    pub handler: Handler,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({:?})", self.method, self.path, self.access)
+    }
+}
+
+/// Every route of the server.
+pub static ROUTES: &[Route] = &[
+    // service
+    Route {
+        method: Method::GET,
+        path: "/healthz",
+        access: Access::Service,
+        handler: |_, _, _| Box::pin(async { meta::health() }),
+    },
+    Route {
+        method: Method::GET,
+        path: "/readyz",
+        access: Access::Service,
+        handler: |_, state, _| Box::pin(meta::ready(state)),
+    },
+    Route {
+        method: Method::GET,
+        path: "/metrics",
+        access: Access::Service,
+        handler: |_, state, _| Box::pin(async { Ok(meta::metrics(state)) }),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/openapi.json",
+        access: Access::Service,
+        handler: |_, _, _| Box::pin(async { Ok(meta::openapi()) }),
+    },
+    // devices
+    Route {
+        method: Method::GET,
+        path: "/api/v1/devices",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(devices::list(request, state)),
+    },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/devices",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(devices::register(request, state)),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/devices/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(devices::show(request, state, path.id())),
+    },
+    Route {
+        method: Method::PATCH,
+        path: "/api/v1/devices/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(devices::update(request, state, path.id())),
+    },
+    Route {
+        method: Method::DELETE,
+        path: "/api/v1/devices/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(devices::delete(request, state, path.id())),
+    },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/devices/{id}/rotate-key",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(devices::rotate_key(request, state, path.id())),
+    },
+    // readings
+    Route {
+        method: Method::POST,
+        path: "/api/v1/data",
+        access: Access::Device,
+        handler: |request, state, _| Box::pin(data::upload(request, state)),
+    },
+    // air quality
+    Route {
+        method: Method::GET,
+        path: "/api/v1/air-quality/current",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(air_quality::owner_current(request, state)),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/devices/{id}/current",
+        access: Access::Owner,
+        handler: |request, state, path| {
+            Box::pin(air_quality::device_current(request, state, path.id()))
+        },
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/air-quality/historical",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(air_quality::owner_historical(request, state)),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/devices/{id}/historical",
+        access: Access::Owner,
+        handler: |request, state, path| {
+            Box::pin(air_quality::device_historical(request, state, path.id()))
+        },
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/air-quality/custom",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(air_quality::custom(request, state)),
+    },
+    // public
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/devices/{id}",
+        access: Access::Public,
+        handler: |request, state, path| Box::pin(public::device(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/devices/{id}/current",
+        access: Access::Public,
+        handler: |request, state, path| Box::pin(public::current(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/devices/{id}/historical",
+        access: Access::Public,
+        handler: |request, state, path| Box::pin(public::historical(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/map/devices",
+        access: Access::Public,
+        handler: |request, state, _| Box::pin(public::map(request, state)),
+    },
+];
+
+/// The routes of one path template.
+#[derive(Debug)]
+struct PathRoutes {
+    routes: Vec<&'static Route>,
+    access: Access,
+    allow: String,
+}
+
+/// The table compiled for matching: a `matchit` router over the templates, each with its routes
+/// and its `Allow` value.
+#[derive(Debug)]
+struct Table {
+    paths: Vec<PathRoutes>,
+    matcher: matchit::Router<usize>,
+}
+
+static TABLE: LazyLock<Table> = LazyLock::new(|| Table::compile(ROUTES));
+
+impl Table {
+    fn compile(routes: &'static [Route]) -> Self {
+        let mut by_path: BTreeMap<&'static str, Vec<&'static Route>> = BTreeMap::new();
+        for route in routes {
+            by_path.entry(route.path).or_default().push(route);
+        }
+        let mut matcher = matchit::Router::new();
+        let mut paths = Vec::with_capacity(by_path.len());
+        for (template, routes) in by_path {
+            let access = routes[0].access;
+            let methods = allowed_methods(&routes, access);
+            // The table is a constant checked by the unit tests below; a template matchit refuses
+            // would fail them, never a request.
+            if matcher.insert(template, paths.len()).is_ok() {
+                paths.push(PathRoutes {
+                    routes,
+                    access,
+                    allow: methods.join(", "),
+                });
+            }
+        }
+        Self { paths, matcher }
+    }
+
+    fn find<'p>(&self, path: &'p str) -> Option<(&PathRoutes, PathParams<'p>)> {
+        let matched = self.matcher.at(path).ok()?;
+        let params = PathParams {
+            id: matched.params.get("id").unwrap_or_default(),
+        };
+        Some((self.paths.get(*matched.value)?, params))
+    }
+}
+
+/// The methods a path answers, in the table's order, `HEAD` after `GET`, `OPTIONS` last.
+fn allowed_methods(routes: &[&'static Route], access: Access) -> Vec<&'static str> {
+    let mut methods = Vec::new();
+    for route in routes {
+        methods.push(route.method.as_str());
+        if route.method == Method::GET {
+            methods.push("HEAD");
+        }
+    }
+    if access == Access::Public {
+        methods.push("OPTIONS");
+    }
+    methods
+}
+
+/// Who may call `path`: its route's access, public for anything under [`PUBLIC_AREA`], `None`
+/// for an unknown path elsewhere.
+pub fn access_of(path: &str) -> Option<Access> {
+    match TABLE.find(path) {
+        Some((routes, _)) => Some(routes.access),
+        None => path.starts_with(PUBLIC_AREA).then_some(Access::Public),
     }
 }
 
 /// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
-/// its log line and problem `instance`, and the route borrows its ids from it).
+/// its log line and problem `instance`, and the path parameters borrow from it).
 pub async fn dispatch(
     request: Request,
     path: &str,
     state: &AppState,
 ) -> Result<Response, ApiError> {
-    let route = Route::resolve(path).ok_or(ApiError::RouteNotFound)?;
-    let method = request.method().clone();
-    match (route, method) {
-        (Route::Health, Method::GET) => meta::health(),
-        (Route::Ready, Method::GET) => meta::ready(state).await,
-        (Route::Metrics, Method::GET) => Ok(meta::metrics(state)),
-        (Route::OpenApi, Method::GET) => Ok(meta::openapi()),
-        (Route::Devices, Method::POST) => devices::register(request, state).await,
-        (Route::Devices, Method::GET) => devices::list(request, state).await,
-        (Route::Device(id), Method::GET) => devices::show(request, state, id).await,
-        (Route::Device(id), Method::PATCH) => devices::update(request, state, id).await,
-        (Route::Device(id), Method::DELETE) => devices::delete(request, state, id).await,
-        (Route::RotateKey(id), Method::POST) => devices::rotate_key(request, state, id).await,
-        (Route::DeviceCurrent(id), Method::GET) => {
-            air_quality::device_current(request, state, id).await
+    let (routes, params) = TABLE.find(path).ok_or(ApiError::RouteNotFound)?;
+    let method = request.method();
+    // HEAD is GET without the body (hyper sends the headers only).
+    let wanted = if method == Method::HEAD {
+        &Method::GET
+    } else {
+        method
+    };
+    if let Some(route) = routes.routes.iter().find(|route| route.method == wanted) {
+        return (route.handler)(request, state, params).await;
+    }
+    if method == Method::OPTIONS && routes.access == Access::Public {
+        return Ok(crate::http::public::preflight());
+    }
+    Err(ApiError::MethodNotAllowed {
+        allow: &routes.allow,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_compiles_and_matches_itself() {
+        let table = Table::compile(ROUTES);
+        for route in ROUTES {
+            let concrete = route.path.replace("{id}", "x");
+            let found = table
+                .find(&concrete)
+                .map(|(routes, _)| routes.routes[0].path);
+            assert_eq!(found, Some(route.path), "{route:?}");
         }
-        (Route::DeviceHistorical(id), Method::GET) => {
-            air_quality::device_historical(request, state, id).await
+    }
+
+    #[test]
+    fn no_route_is_declared_twice() {
+        let mut seen = std::collections::HashSet::new();
+        for route in ROUTES {
+            assert!(seen.insert((route.method.clone(), route.path)), "{route:?}");
         }
-        (Route::Data, Method::POST) => data::upload(request, state).await,
-        (Route::Current, Method::GET) => air_quality::owner_current(request, state).await,
-        (Route::Historical, Method::GET) => air_quality::owner_historical(request, state).await,
-        (Route::Custom, Method::GET) => air_quality::custom(request, state).await,
-        (Route::PublicDevice(id), Method::GET) => public::device(request, state, id).await,
-        (Route::PublicCurrent(id), Method::GET) => public::current(request, state, id).await,
-        (Route::PublicHistorical(id), Method::GET) => public::historical(request, state, id).await,
-        (Route::PublicMap, Method::GET) => public::map(request, state).await,
-        (route, Method::OPTIONS) if route.is_public() => Ok(crate::http::public::preflight()),
-        (route, _) => Err(ApiError::MethodNotAllowed {
-            allow: route.allow(),
-        }),
+    }
+
+    #[test]
+    fn public_routes_and_only_they_live_in_the_public_area() {
+        for route in ROUTES {
+            assert_eq!(
+                route.access == Access::Public,
+                route.path.starts_with(PUBLIC_AREA),
+                "{route:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn derived_methods_are_never_declared() {
+        assert!(ROUTES
+            .iter()
+            .all(|route| route.method != Method::HEAD && route.method != Method::OPTIONS));
+    }
+
+    #[test]
+    fn allow_lists_head_after_get_and_options_on_public_routes() {
+        let table = Table::compile(ROUTES);
+        let allow = |path: &str| table.find(path).map(|(routes, _)| routes.allow.clone());
+        assert_eq!(allow("/api/v1/devices").as_deref(), Some("GET, HEAD, POST"));
+        assert_eq!(allow("/api/v1/data").as_deref(), Some("POST"));
+        assert_eq!(
+            allow("/api/v1/public/map/devices").as_deref(),
+            Some("GET, HEAD, OPTIONS")
+        );
+    }
+
+    #[test]
+    fn an_empty_or_extra_segment_matches_nothing() {
+        let table = Table::compile(ROUTES);
+        for path in [
+            "/api/v1/devices/",
+            "/api/v1/devices/x/",
+            "/api/v1/public/devices//current",
+            "/api/v1",
+            "/",
+        ] {
+            assert!(table.find(path).is_none(), "{path}");
+        }
     }
 }

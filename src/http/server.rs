@@ -25,8 +25,6 @@ use super::request_id::{self, RequestId};
 use super::state::AppState;
 use super::{router, Request, Response};
 
-/// Paths under this prefix are readable from any web origin.
-const PUBLIC_PREFIX: &str = "/api/v1/public/";
 /// How long in-flight requests get to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client must send its request head within this time (slow-loris protection).
@@ -106,7 +104,7 @@ async fn handle(request: Request, state: &AppState) -> Response {
     state.metrics.response(response.status().as_u16());
     let headers = response.headers_mut();
     headers.insert(request_id::HEADER, request_id.header_value());
-    if path.starts_with(PUBLIC_PREFIX) {
+    if router::access_of(&path) == Some(router::Access::Public) {
         // Widgets on any site read public data, error answers included.
         headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         headers.insert(

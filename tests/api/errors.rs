@@ -31,7 +31,7 @@ async fn an_unknown_route_is_a_404_problem() {
 async fn a_wrong_method_is_405_with_allow() {
     let app = TestApp::spawn().await;
     let response = app.client.put(app.url("/devices")).send().await.unwrap();
-    assert_eq!(response.headers()["allow"], "GET, POST");
+    assert_eq!(response.headers()["allow"], "GET, HEAD, POST");
     problem(response, 405).await;
     let response = app
         .client

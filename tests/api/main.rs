@@ -17,5 +17,6 @@ mod errors;
 mod historical;
 mod openapi;
 mod public;
+mod routes;
 mod sqlite_readings;
 mod upload;
