@@ -6,6 +6,7 @@ use simd_json::OwnedValue;
 use super::device::DeviceUuid;
 use super::field_errors::{Code, FieldErrors, In};
 use super::json_fields::JsonObject;
+use super::measure::{Group, Measure, Measurements};
 
 /// Longest provider name (sensor model, location source).
 pub const MAX_PROVIDER_CHARS: usize = 50;
@@ -13,31 +14,7 @@ pub const MAX_PROVIDER_CHARS: usize = 50;
 pub const MAX_AGE: TimeDelta = TimeDelta::days(366);
 /// How far in the future a `measured_at` may lie (device clocks drift).
 pub const MAX_AHEAD: TimeDelta = TimeDelta::minutes(5);
-/// Highest accepted AQI: every scale in use stays far below, and sums of many samples stay exact.
-pub const MAX_AQI: i64 = 10_000;
-/// Highest accepted particulate concentration, µg/m³ (sensors saturate far below).
-pub const MAX_PM: f64 = 100_000.0;
-/// Largest accepted magnitude of a temperature or heat index (any unit in use).
-pub const MAX_TEMPERATURE: f64 = 1_000.0;
-
-/// The seven measured values of a sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Metrics {
-    /// Air quality index (non-negative integer).
-    pub aqi: i64,
-    /// PM1.0, µg/m³.
-    pub pm1_0: f64,
-    /// PM2.5, µg/m³.
-    pub pm2_5: f64,
-    /// PM10, µg/m³.
-    pub pm10_0: f64,
-    /// Temperature.
-    pub temperature: f64,
-    /// Heat index.
-    pub heat_index: f64,
-    /// Relative humidity, 0 to 100 %.
-    pub humidity: f64,
-}
+pub use super::measure::{MAX_AQI, MAX_PM, MAX_TEMPERATURE};
 
 /// Where a sample was taken.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,7 +31,7 @@ pub struct Location {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reading {
     /// The values.
-    pub metrics: Metrics,
+    pub values: Measurements,
     /// Particulate sensor model.
     pub pms_provider: String,
     /// Temperature sensor model.
@@ -72,41 +49,28 @@ impl Reading {
         let Some(root) = JsonObject::root(body, &mut errors) else {
             return Err(errors);
         };
-        let aqi = root.required::<i64>("aqi", &mut errors).filter(|aqi| {
-            let name = root.name("aqi");
-            at_least(&name, *aqi as f64, 0.0, &mut errors)
-                & at_most(&name, *aqi as f64, MAX_AQI as f64, &mut errors)
-        });
-
-        let pms = root.required_object("pms_data", &mut errors);
-        let (pm1_0, pm2_5, pm10_0, pms_provider) = match &pms {
-            Some(pms) => (
-                non_negative(pms, "pm1_0", &mut errors),
-                non_negative(pms, "pm2_5", &mut errors),
-                non_negative(pms, "pm10_0", &mut errors),
-                provider(pms, &mut errors),
-            ),
-            None => (None, None, None, None),
-        };
-
-        let climate = root.required_object("temperature_data", &mut errors);
-        let (temperature, heat_index, humidity, temperature_provider) = match &climate {
-            Some(climate) => {
-                let humidity = climate.required::<f64>("humidity", &mut errors);
-                if let Some(humidity) = humidity {
-                    let name = climate.name("humidity");
-                    at_least(&name, humidity, 0.0, &mut errors);
-                    at_most(&name, humidity, 100.0, &mut errors);
+        let mut values = Measurements::default();
+        let mut complete = true;
+        let mut providers = Vec::with_capacity(2);
+        for group in Group::ALL {
+            let object = match group.key() {
+                None => Some(root.clone()),
+                Some(key) => root.required_object(key, &mut errors),
+            };
+            let Some(object) = object else {
+                complete = false;
+                continue;
+            };
+            for measure in Measure::ALL.into_iter().filter(|m| m.group() == group) {
+                match value(&object, measure, &mut errors) {
+                    Some(value) => values[measure] = value,
+                    None => complete = false,
                 }
-                (
-                    bounded(climate, "temperature", MAX_TEMPERATURE, &mut errors),
-                    bounded(climate, "heat_index", MAX_TEMPERATURE, &mut errors),
-                    humidity,
-                    provider(climate, &mut errors),
-                )
             }
-            None => (None, None, None, None),
-        };
+            if group != Group::Body {
+                providers.push(provider(&object, &mut errors));
+            }
+        }
 
         let location = root
             .optional_object("location", &mut errors)
@@ -115,45 +79,33 @@ impl Reading {
             .optional_str("measured_at", &mut errors)
             .and_then(|text| parse_measured_at(text, now, &mut errors));
 
-        match (
-            aqi,
-            pm1_0,
-            pm2_5,
-            pm10_0,
-            pms_provider,
-            temperature,
-            heat_index,
-            humidity,
-            temperature_provider,
-        ) {
-            (
-                Some(aqi),
-                Some(pm1_0),
-                Some(pm2_5),
-                Some(pm10_0),
-                Some(pms_provider),
-                Some(temperature),
-                Some(heat_index),
-                Some(humidity),
-                Some(temperature_provider),
-            ) if errors.is_empty() => Ok(Self {
-                metrics: Metrics {
-                    aqi,
-                    pm1_0,
-                    pm2_5,
-                    pm10_0,
-                    temperature,
-                    heat_index,
-                    humidity,
-                },
-                pms_provider,
-                temperature_provider,
-                location,
-                measured_at,
-            }),
+        match providers.as_slice() {
+            [Some(pms_provider), Some(temperature_provider)] if complete && errors.is_empty() => {
+                Ok(Self {
+                    values,
+                    pms_provider: pms_provider.clone(),
+                    temperature_provider: temperature_provider.clone(),
+                    location,
+                    measured_at,
+                })
+            }
             _ => Err(errors),
         }
     }
+}
+
+/// One value of `object`, typed and bounded as its measure says.
+fn value(object: &JsonObject<'_>, measure: Measure, errors: &mut FieldErrors) -> Option<f64> {
+    let key = measure.name();
+    let value = if measure.is_integer() {
+        object.required::<i64>(key, errors)? as f64
+    } else {
+        object.required::<f64>(key, errors)?
+    };
+    let name = object.name(key);
+    let (minimum, maximum) = measure.bounds();
+    (at_least(&name, value, minimum, errors) & at_most(&name, value, maximum, errors))
+        .then_some(value)
 }
 
 fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<Location> {
@@ -209,24 +161,6 @@ fn parse_measured_at(
     } else {
         Some(at)
     }
-}
-
-fn non_negative(object: &JsonObject<'_>, key: &str, errors: &mut FieldErrors) -> Option<f64> {
-    let value = object.required::<f64>(key, errors)?;
-    let name = object.name(key);
-    (at_least(&name, value, 0.0, errors) & at_most(&name, value, MAX_PM, errors)).then_some(value)
-}
-
-fn bounded(
-    object: &JsonObject<'_>,
-    key: &str,
-    magnitude: f64,
-    errors: &mut FieldErrors,
-) -> Option<f64> {
-    let value = object.required::<f64>(key, errors)?;
-    let name = object.name(key);
-    (at_least(&name, value, -magnitude, errors) & at_most(&name, value, magnitude, errors))
-        .then_some(value)
 }
 
 fn provider(object: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<String> {

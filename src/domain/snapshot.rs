@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::reading::Metrics;
+use super::measure::Measurements;
 
 /// How long a snapshot averages.
 pub const WINDOW: TimeDelta = TimeDelta::hours(1);
@@ -18,67 +18,42 @@ pub const ONLINE_FOR: TimeDelta = TimeDelta::minutes(20);
 pub struct Aggregate {
     /// Number of samples.
     pub count: u64,
-    /// Sum of `aqi`.
-    pub aqi: f64,
-    /// Sum of `pm1_0`.
-    pub pm1_0: f64,
-    /// Sum of `pm2_5`.
-    pub pm2_5: f64,
-    /// Sum of `pm10_0`.
-    pub pm10_0: f64,
-    /// Sum of `temperature`.
-    pub temperature: f64,
-    /// Sum of `heat_index`.
-    pub heat_index: f64,
-    /// Sum of `humidity`.
-    pub humidity: f64,
+    /// The sum of each value.
+    pub sums: Measurements,
 }
 
 /// Pooling: the aggregate of two disjoint sets of samples.
 impl std::ops::AddAssign for Aggregate {
     fn add_assign(&mut self, other: Self) {
         self.count += other.count;
-        self.aqi += other.aqi;
-        self.pm1_0 += other.pm1_0;
-        self.pm2_5 += other.pm2_5;
-        self.pm10_0 += other.pm10_0;
-        self.temperature += other.temperature;
-        self.heat_index += other.heat_index;
-        self.humidity += other.humidity;
+        self.sums += other.sums;
     }
 }
 
 impl Aggregate {
     /// The aggregate of one sample.
-    pub fn of(metrics: &Metrics) -> Self {
+    pub fn of(values: &Measurements) -> Self {
         Self {
             count: 1,
-            aqi: metrics.aqi as f64,
-            pm1_0: metrics.pm1_0,
-            pm2_5: metrics.pm2_5,
-            pm10_0: metrics.pm10_0,
-            temperature: metrics.temperature,
-            heat_index: metrics.heat_index,
-            humidity: metrics.humidity,
+            sums: *values,
         }
     }
 
-    /// The sample-weighted means (only `aqi` rounded, half away from zero), or `None` for an
+    /// The sample-weighted means (integer values rounded half away from zero), or `None` for an
     /// empty aggregate.
-    pub fn means(&self) -> Option<Metrics> {
+    pub fn means(&self) -> Option<Measurements> {
         if self.count == 0 {
             return None;
         }
         let n = self.count as f64;
-        Some(Metrics {
-            aqi: (self.aqi / n).round() as i64,
-            pm1_0: self.pm1_0 / n,
-            pm2_5: self.pm2_5 / n,
-            pm10_0: self.pm10_0 / n,
-            temperature: self.temperature / n,
-            heat_index: self.heat_index / n,
-            humidity: self.humidity / n,
-        })
+        Some(Measurements::from_fn(|measure| {
+            let mean = self.sums[measure] / n;
+            if measure.is_integer() {
+                mean.round()
+            } else {
+                mean
+            }
+        }))
     }
 }
 
@@ -149,7 +124,7 @@ pub struct LatestLocated {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     /// Means over the window.
-    pub means: Metrics,
+    pub means: Measurements,
     /// Samples averaged.
     pub sample_count: u64,
     /// Online or offline.
@@ -163,6 +138,7 @@ pub struct Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Measure;
 
     fn at(minute: i64) -> DateTime<Utc> {
         DateTime::<Utc>::UNIX_EPOCH + TimeDelta::minutes(minute)
@@ -194,12 +170,12 @@ mod tests {
 
     #[test]
     fn aqi_mean_rounds_half_away_from_zero() {
-        let aggregate = Aggregate {
+        let mut aggregate = Aggregate {
             count: 2,
-            aqi: 3.0,
             ..Aggregate::default()
         };
-        assert_eq!(aggregate.means().map(|m| m.aqi), Some(2));
+        aggregate.sums[Measure::Aqi] = 3.0;
+        assert_eq!(aggregate.means().map(|m| m.aqi()), Some(2));
         assert_eq!(Aggregate::default().means(), None);
     }
 }

@@ -4,7 +4,7 @@ use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
 use crate::domain::timeline::Bucket;
-use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Metrics, Snapshot, Status};
+use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Measurements, Snapshot, Status};
 use crate::store::batch_writer::Receipt;
 
 /// RFC 3339 with milliseconds; `Z` for UTC, the offset otherwise.
@@ -80,32 +80,6 @@ impl<'a> PublicDeviceView<'a> {
     }
 }
 
-/// The seven metrics, in the spec's field order.
-#[derive(Debug, Serialize)]
-pub struct MetricsView {
-    aqi: i64,
-    heat_index: f64,
-    humidity: f64,
-    pm1_0: f64,
-    pm2_5: f64,
-    pm10_0: f64,
-    temperature: f64,
-}
-
-impl From<&Metrics> for MetricsView {
-    fn from(means: &Metrics) -> Self {
-        Self {
-            aqi: means.aqi,
-            heat_index: means.heat_index,
-            humidity: means.humidity,
-            pm1_0: means.pm1_0,
-            pm2_5: means.pm2_5,
-            pm10_0: means.pm10_0,
-            temperature: means.temperature,
-        }
-    }
-}
-
 /// A position with its time.
 #[derive(Debug, Serialize)]
 pub struct LocationView<'a> {
@@ -119,7 +93,7 @@ pub struct LocationView<'a> {
 #[derive(Debug, Serialize)]
 pub struct SnapshotView<'a> {
     #[serde(flatten)]
-    metrics: MetricsView,
+    metrics: Measurements,
     sample_count: u64,
     status: &'static str,
     last_seen: String,
@@ -130,7 +104,7 @@ impl<'a> SnapshotView<'a> {
     /// The view; the location only when `show_location`.
     pub fn new(snapshot: &'a Snapshot, show_location: bool) -> Self {
         Self {
-            metrics: MetricsView::from(&snapshot.means),
+            metrics: snapshot.means,
             sample_count: snapshot.sample_count,
             status: snapshot.status.as_str(),
             last_seen: timestamp(&snapshot.last_seen),
@@ -153,20 +127,20 @@ impl<'a> SnapshotView<'a> {
 pub struct MetricsPointView<'a> {
     label: &'a str,
     timestamp: String,
-    metrics: MetricsView,
+    metrics: Measurements,
 }
 
 /// The points of a series, timestamps in the plan's zone.
 pub fn points<'a>(
     plan: &BucketPlan,
-    series: &[(&'a Bucket, Metrics)],
+    series: &[(&'a Bucket, Measurements)],
 ) -> Vec<MetricsPointView<'a>> {
     series
         .iter()
         .map(|(bucket, means)| MetricsPointView {
             label: &bucket.label,
             timestamp: timestamp(&bucket.start.with_timezone(&plan.tz)),
-            metrics: MetricsView::from(means),
+            metrics: *means,
         })
         .collect()
 }

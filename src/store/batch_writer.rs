@@ -265,7 +265,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::domain::Metrics;
+    use crate::domain::Measurements;
 
     /// A sink that fails its first `failures` writes, then records what it is given.
     #[derive(Debug)]
@@ -299,15 +299,7 @@ mod tests {
 
     fn reading() -> Reading {
         Reading {
-            metrics: Metrics {
-                aqi: 1,
-                pm1_0: 1.0,
-                pm2_5: 1.0,
-                pm10_0: 1.0,
-                temperature: 1.0,
-                heat_index: 1.0,
-                humidity: 1.0,
-            },
+            values: Measurements::from_fn(|_| 1.0),
             pms_provider: "p".into(),
             temperature_provider: "t".into(),
             location: None,

@@ -12,6 +12,7 @@
 //! every one of them into an opaque 500 and logs the cause chain.
 
 pub mod batch_writer;
+mod columns;
 pub mod postgres;
 pub mod questdb;
 pub mod reads;

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use super::{ReadingStore, StoreError};
 use crate::domain::snapshot::window;
 use crate::domain::timeline::Bucket;
-use crate::domain::{BucketPlan, DeviceUuid, Metrics, Snapshot, Status};
+use crate::domain::{BucketPlan, DeviceUuid, Measurements, Snapshot, Status};
 
 /// The current snapshot of `devices` pooled, or `None` when none of them ever reported.
 pub async fn snapshot(
@@ -42,7 +42,7 @@ pub async fn series<'p>(
     store: &dyn ReadingStore,
     devices: &[DeviceUuid],
     plan: &'p BucketPlan,
-) -> Result<Vec<(&'p Bucket, Metrics)>, StoreError> {
+) -> Result<Vec<(&'p Bucket, Measurements)>, StoreError> {
     if devices.is_empty() {
         return Ok(Vec::new());
     }

@@ -4,6 +4,7 @@
 //! itself, never client text, and the literal form sidesteps type inference of bind variables.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -13,11 +14,14 @@ use uuid::Uuid;
 
 use super::{device_list, literal, TableName};
 use crate::domain::timeline::Interval;
-use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt};
-use crate::store::{ReadingStore, StoreError};
+use crate::domain::{
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements,
+};
+use crate::store::{columns, ReadingStore, StoreError};
 
-const SUMS: &str = "count(), sum(aqi), sum(pm1_0), sum(pm2_5), sum(pm10_0), sum(temperature), \
-    sum(heat_index), sum(humidity)";
+/// `count, one sum per value`.
+static SUMS: LazyLock<String> =
+    LazyLock::new(|| format!("count(), {}", columns::each(|name| format!("sum({name})"))));
 
 /// The read routes' side of QuestDB.
 #[derive(Debug, Clone)]
@@ -42,20 +46,21 @@ fn utc(at: NaiveDateTime) -> DateTime<Utc> {
     at.and_utc()
 }
 
-/// An [`Aggregate`] from the columns `count, aqi sum, six sums` starting at `first`.
+/// An [`Aggregate`] from the columns `count, one sum per value` starting at `first` (a sum over
+/// no rows is null).
 fn aggregate(row: &Row, first: usize) -> Result<Aggregate, StoreError> {
-    let sum = |index: usize| -> Result<f64, StoreError> {
-        Ok(row.try_get::<_, Option<f64>>(first + index)?.unwrap_or(0.0))
-    };
+    let mut sums = Measurements::default();
+    for (offset, measure) in Measure::ALL.into_iter().enumerate() {
+        let index = first + 1 + offset;
+        sums[measure] = if measure.is_integer() {
+            row.try_get::<_, Option<i64>>(index)?.unwrap_or(0) as f64
+        } else {
+            row.try_get::<_, Option<f64>>(index)?.unwrap_or(0.0)
+        };
+    }
     Ok(Aggregate {
         count: u64::try_from(row.try_get::<_, i64>(first)?).unwrap_or(0),
-        aqi: row.try_get::<_, Option<i64>>(first + 1)?.unwrap_or(0) as f64,
-        pm1_0: sum(2)?,
-        pm2_5: sum(3)?,
-        pm10_0: sum(4)?,
-        temperature: sum(5)?,
-        heat_index: sum(6)?,
-        humidity: sum(7)?,
+        sums,
     })
 }
 
@@ -99,7 +104,8 @@ impl ReadingStore for QuestDbReadings {
         }
         let rows = self
             .query(&format!(
-                "SELECT {SUMS} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
+                "SELECT {} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
+                *SUMS,
                 self.table,
                 device_list(devices),
                 literal(after),
@@ -149,7 +155,8 @@ impl ReadingStore for QuestDbReadings {
         };
         let rows = self
             .query(&format!(
-                "SELECT at, {SUMS} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
+                "SELECT at, {} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
+                *SUMS,
                 self.table,
                 device_list(devices),
                 literal(start),

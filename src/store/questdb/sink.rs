@@ -60,7 +60,6 @@ impl QuestDbSink {
         buffer.clear();
         for row in batch {
             let reading = &row.reading;
-            let metrics = &reading.metrics;
             buffer
                 .table(self.table.as_str())?
                 .symbol("device", row.device.to_string())?
@@ -69,15 +68,14 @@ impl QuestDbSink {
             if let Some(location) = &reading.location {
                 buffer.symbol("location_provider", &location.provider)?;
             }
-            buffer
-                .column_i64("id", i64::try_from(row.id.get()).unwrap_or(i64::MAX))?
-                .column_i64("aqi", metrics.aqi)?
-                .column_f64("pm1_0", metrics.pm1_0)?
-                .column_f64("pm2_5", metrics.pm2_5)?
-                .column_f64("pm10_0", metrics.pm10_0)?
-                .column_f64("temperature", metrics.temperature)?
-                .column_f64("heat_index", metrics.heat_index)?
-                .column_f64("humidity", metrics.humidity)?;
+            buffer.column_i64("id", i64::try_from(row.id.get()).unwrap_or(i64::MAX))?;
+            for (measure, value) in reading.values.iter() {
+                if measure.is_integer() {
+                    buffer.column_i64(measure.name(), value as i64)?;
+                } else {
+                    buffer.column_f64(measure.name(), value)?;
+                }
+            }
             if let Some(location) = &reading.location {
                 buffer
                     .column_f64("lat", location.lat)?

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,10 +16,12 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::{from_micros, to_micros, Sqlite};
+use crate::domain::measure::COUNT;
 use crate::domain::{
-    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, ReadingId, StoredReading,
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, ReadingId,
+    StoredReading,
 };
-use crate::store::{ReadingSink, ReadingStore, StoreError};
+use crate::store::{columns, ReadingSink, ReadingStore, StoreError};
 
 /// The two rollup resolutions: quarter hours answer any calendar bucket of any zone exactly (every
 /// offset is a multiple of 15 minutes); UTC days answer the whole days inside a long bucket, so a
@@ -155,34 +157,49 @@ impl ReadingSink for SqliteReadingSink {
     }
 }
 
+/// Binds `values` to the placeholders from `first` on, integers as integers.
+fn bind_values(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    first: usize,
+    values: &Measurements,
+) -> rusqlite::Result<()> {
+    for (offset, (measure, value)) in values.iter().enumerate() {
+        if measure.is_integer() {
+            // Integral values (and sums of them) are exact in an f64.
+            statement.raw_bind_parameter(first + offset, value as i64)?;
+        } else {
+            statement.raw_bind_parameter(first + offset, value)?;
+        }
+    }
+    Ok(())
+}
+
+static INSERT_READING: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO readings (id, device, at, received_at, {}, pms_provider, temperature_provider, \
+         lat, lon, location_provider) VALUES ({})",
+        columns::each(str::to_owned),
+        columns::placeholders(1, 4 + COUNT + 5)
+    )
+});
+
 fn insert_rows(connection: &Connection, batch: &[StoredReading]) -> Result<(), StoreError> {
-    let mut insert = connection.prepare_cached(
-        "INSERT INTO readings (id, device, at, received_at, aqi, pm1_0, pm2_5, pm10_0, temperature, \
-         heat_index, humidity, pms_provider, temperature_provider, lat, lon, location_provider) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-    )?;
+    let mut insert = connection.prepare_cached(&INSERT_READING)?;
     let received_at = to_micros(Utc::now());
     for row in batch {
-        let metrics = &row.reading.metrics;
         let location = row.reading.location.as_ref();
-        insert.execute(params![
-            i64::try_from(row.id.get()).unwrap_or(i64::MAX),
-            device_bytes(row.device).as_slice(),
-            to_micros(row.at),
-            received_at,
-            metrics.aqi,
-            metrics.pm1_0,
-            metrics.pm2_5,
-            metrics.pm10_0,
-            metrics.temperature,
-            metrics.heat_index,
-            metrics.humidity,
-            row.reading.pms_provider,
-            row.reading.temperature_provider,
-            location.map(|l| l.lat),
-            location.map(|l| l.lon),
-            location.map(|l| l.provider.as_str()),
-        ])?;
+        insert.raw_bind_parameter(1, i64::try_from(row.id.get()).unwrap_or(i64::MAX))?;
+        insert.raw_bind_parameter(2, device_bytes(row.device).as_slice())?;
+        insert.raw_bind_parameter(3, to_micros(row.at))?;
+        insert.raw_bind_parameter(4, received_at)?;
+        bind_values(&mut insert, 5, &row.reading.values)?;
+        let next = 5 + COUNT;
+        insert.raw_bind_parameter(next, &row.reading.pms_provider)?;
+        insert.raw_bind_parameter(next + 1, &row.reading.temperature_provider)?;
+        insert.raw_bind_parameter(next + 2, location.map(|l| l.lat))?;
+        insert.raw_bind_parameter(next + 3, location.map(|l| l.lon))?;
+        insert.raw_bind_parameter(next + 4, location.map(|l| l.provider.as_str()))?;
+        insert.raw_execute()?;
     }
     Ok(())
 }
@@ -196,33 +213,22 @@ fn add_to_rollups(
     for row in batch {
         *sums
             .entry((device_bytes(row.device), rollup.slot(row.at)))
-            .or_default() += Aggregate::of(&row.reading.metrics);
+            .or_default() += Aggregate::of(&row.reading.values);
     }
     let mut upsert = connection.prepare_cached(&format!(
-        "INSERT INTO {} (device, slot, samples, aqi_sum, pm1_0_sum, pm2_5_sum, pm10_0_sum, \
-         temperature_sum, heat_index_sum, humidity_sum) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-         ON CONFLICT (device, slot) DO UPDATE SET samples = samples + excluded.samples, \
-         aqi_sum = aqi_sum + excluded.aqi_sum, pm1_0_sum = pm1_0_sum + excluded.pm1_0_sum, \
-         pm2_5_sum = pm2_5_sum + excluded.pm2_5_sum, pm10_0_sum = pm10_0_sum + excluded.pm10_0_sum, \
-         temperature_sum = temperature_sum + excluded.temperature_sum, \
-         heat_index_sum = heat_index_sum + excluded.heat_index_sum, \
-         humidity_sum = humidity_sum + excluded.humidity_sum",
-        rollup.table()
+        "INSERT INTO {table} (device, slot, samples, {sums}) VALUES ({values}) \
+         ON CONFLICT (device, slot) DO UPDATE SET samples = samples + excluded.samples, {add}",
+        table = rollup.table(),
+        sums = columns::each(|name| format!("{name}_sum")),
+        values = columns::placeholders(1, 3 + COUNT),
+        add = columns::each(|name| format!("{name}_sum = {name}_sum + excluded.{name}_sum")),
     ))?;
     for ((device, slot), sum) in sums {
-        upsert.execute(params![
-            device.as_slice(),
-            slot,
-            i64::try_from(sum.count).unwrap_or(i64::MAX),
-            // Integral AQIs of at most 10,000: their sum is exact in an f64.
-            sum.aqi as i64,
-            sum.pm1_0,
-            sum.pm2_5,
-            sum.pm10_0,
-            sum.temperature,
-            sum.heat_index,
-            sum.humidity,
-        ])?;
+        upsert.raw_bind_parameter(1, device.as_slice())?;
+        upsert.raw_bind_parameter(2, slot)?;
+        upsert.raw_bind_parameter(3, i64::try_from(sum.count).unwrap_or(i64::MAX))?;
+        bind_values(&mut upsert, 4, &sum.sums)?;
+        upsert.raw_execute()?;
     }
     Ok(())
 }
@@ -257,9 +263,9 @@ fn advance_latest(connection: &Connection, batch: &[StoredReading]) -> Result<()
                 location.lat,
                 location.lon,
                 location.provider,
-                row.reading.metrics.aqi,
-                row.reading.metrics.pm2_5,
-                row.reading.metrics.temperature,
+                row.reading.values.aqi(),
+                row.reading.values[Measure::Pm2_5],
+                row.reading.values[Measure::Temperature],
             ])?;
         }
     }
@@ -286,25 +292,35 @@ impl SqliteReadings {
     }
 }
 
-const SUM_COLUMNS: &str = "count(*), coalesce(sum(aqi), 0), coalesce(sum(pm1_0), 0.0), \
-    coalesce(sum(pm2_5), 0.0), coalesce(sum(pm10_0), 0.0), coalesce(sum(temperature), 0.0), \
-    coalesce(sum(heat_index), 0.0), coalesce(sum(humidity), 0.0)";
+/// `count, one sum per value` over raw readings.
+static SUM_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "count(*), {}",
+        columns::each(|name| format!("coalesce(sum({name}), 0)"))
+    )
+});
 
-const ROLLUP_COLUMNS: &str = "coalesce(sum(samples), 0), coalesce(sum(aqi_sum), 0), \
-    coalesce(sum(pm1_0_sum), 0.0), coalesce(sum(pm2_5_sum), 0.0), coalesce(sum(pm10_0_sum), 0.0), \
-    coalesce(sum(temperature_sum), 0.0), coalesce(sum(heat_index_sum), 0.0), coalesce(sum(humidity_sum), 0.0)";
+/// `count, one sum per value` over rollups.
+static ROLLUP_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "coalesce(sum(samples), 0), {}",
+        columns::each(|name| format!("coalesce(sum({name}_sum), 0)"))
+    )
+});
 
-/// An [`Aggregate`] from a row of `count, aqi sum, six sums`.
+/// An [`Aggregate`] from a row of `count, one sum per value`.
 fn read_aggregate(row: &Row<'_>) -> rusqlite::Result<Aggregate> {
+    let mut sums = Measurements::default();
+    for (offset, measure) in Measure::ALL.into_iter().enumerate() {
+        sums[measure] = if measure.is_integer() {
+            row.get::<_, i64>(1 + offset)? as f64
+        } else {
+            row.get(1 + offset)?
+        };
+    }
     Ok(Aggregate {
         count: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
-        aqi: row.get::<_, i64>(1)? as f64,
-        pm1_0: row.get(2)?,
-        pm2_5: row.get(3)?,
-        pm10_0: row.get(4)?,
-        temperature: row.get(5)?,
-        heat_index: row.get(6)?,
-        humidity: row.get(7)?,
+        sums,
     })
 }
 
@@ -335,7 +351,8 @@ impl ReadingStore for SqliteReadings {
             .read(move |connection| {
                 Ok(connection
                     .prepare_cached(&format!(
-                        "SELECT {SUM_COLUMNS} FROM readings WHERE device IN rarray(?1) AND at > ?2 AND at <= ?3"
+                        "SELECT {} FROM readings WHERE device IN rarray(?1) AND at > ?2 AND at <= ?3",
+                        *SUM_COLUMNS
                     ))?
                     .query_row(
                         params![device_array(&devices), to_micros(after), to_micros(until)],
@@ -390,7 +407,8 @@ impl ReadingStore for SqliteReadings {
                 let devices = device_array(&devices);
                 let sql = |rollup: Rollup| {
                     format!(
-                        "SELECT {ROLLUP_COLUMNS} FROM {} WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
+                        "SELECT {} FROM {} WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
+                        *ROLLUP_COLUMNS,
                         rollup.table()
                     )
                 };
