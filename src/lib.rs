@@ -6,9 +6,9 @@
 //!
 //! A request travels `http` (routing, problems, body and credential extraction) → `domain`
 //! (parsing into types whose invalid states cannot be represented) → `store` (the only place that
-//! speaks SQL). `auth` verifies owner tokens and device keys; `app` wires the pieces for the
-//! configured deployment (SQLite alone, or PostgreSQL for devices and QuestDB for readings) and
-//! owns their lifetimes.
+//! speaks SQL); reads are composed from the store traits once, in `read`. `auth` verifies owner
+//! tokens and device keys; `app` wires the pieces for the configured deployment (SQLite alone, or
+//! PostgreSQL for devices and QuestDB for readings) and owns their lifetimes.
 //!
 //! What the crate guarantees:
 //! - **No acknowledged reading is lost.** Uploads go through one batch writer per process
@@ -33,6 +33,7 @@ pub mod config;
 pub mod domain;
 pub mod http;
 pub mod metrics;
+pub mod read;
 pub mod store;
 pub mod telemetry;
 

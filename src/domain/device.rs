@@ -195,13 +195,23 @@ impl DevicePatch {
         *self == Self::default()
     }
 
-    /// The flags after applying the patch.
-    pub fn apply_to(&self, flags: DeviceFlags) -> DeviceFlags {
-        DeviceFlags {
-            is_public: self.is_public.unwrap_or(flags.is_public),
-            is_location_public: self.is_location_public.unwrap_or(flags.is_location_public),
-            is_outdoor: self.is_outdoor.unwrap_or(flags.is_outdoor),
+    /// The device after the patch, changed at `now`; `None` when the patch changes nothing
+    /// (then the device is left as it is, `updated_at` included).
+    pub fn apply(&self, device: &Device, now: DateTime<Utc>) -> Option<Device> {
+        if self.is_empty() {
+            return None;
         }
+        let flags = device.flags;
+        Some(Device {
+            name: self.name.clone().unwrap_or_else(|| device.name.clone()),
+            flags: DeviceFlags {
+                is_public: self.is_public.unwrap_or(flags.is_public),
+                is_location_public: self.is_location_public.unwrap_or(flags.is_location_public),
+                is_outdoor: self.is_outdoor.unwrap_or(flags.is_outdoor),
+            },
+            updated_at: now,
+            ..device.clone()
+        })
     }
 }
 

@@ -10,6 +10,7 @@ pub mod field_errors;
 pub mod json_fields;
 pub mod measure;
 pub mod owner;
+pub mod query;
 pub mod reading;
 pub mod snapshot;
 pub mod timeline;
@@ -19,6 +20,7 @@ pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Regis
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use measure::{Measure, Measurements};
 pub use owner::OwnerId;
+pub use query::{CustomQuery, HistoricalQuery, QueryParams};
 pub use reading::{Location, Reading, ReadingId, StoredReading};
 pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Snapshot, Status};
-pub use timeline::{BucketPlan, CustomQuery, HistoricalQuery, QueryParams, Timeline};
+pub use timeline::{BucketPlan, Timeline};

@@ -1,10 +1,11 @@
 //! The JSON shapes of responses, built from domain values.
 
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{DateTime, SecondsFormat, TimeZone};
 use serde::Serialize;
 
-use crate::domain::timeline::Bucket;
-use crate::domain::{BucketPlan, Device, DeviceKey, LatestLocated, Measurements, Snapshot, Status};
+use crate::domain::{Device, DeviceKey, Measurements, Snapshot, Timeline};
+use crate::read::map::MapEntry;
+use crate::read::series::Series;
 use crate::store::batch_writer::Receipt;
 
 /// RFC 3339 with milliseconds; `Z` for UTC, the offset otherwise.
@@ -130,16 +131,14 @@ pub struct MetricsPointView<'a> {
     metrics: Measurements,
 }
 
-/// The points of a series, timestamps in the plan's zone.
-pub fn points<'a>(
-    plan: &BucketPlan,
-    series: &[(&'a Bucket, Measurements)],
-) -> Vec<MetricsPointView<'a>> {
+/// The points of a series, timestamps in its zone.
+pub fn points(series: &Series) -> Vec<MetricsPointView<'_>> {
     series
+        .points
         .iter()
         .map(|(bucket, means)| MetricsPointView {
             label: &bucket.label,
-            timestamp: timestamp(&bucket.start.with_timezone(&plan.tz)),
+            timestamp: timestamp(&bucket.start.with_timezone(&series.tz)),
             metrics: *means,
         })
         .collect()
@@ -148,10 +147,18 @@ pub fn points<'a>(
 /// The body of the historical routes.
 #[derive(Debug, Serialize)]
 pub struct HistoricalView<'a> {
-    /// The points.
-    pub data: Vec<MetricsPointView<'a>>,
-    /// The timeline asked for.
-    pub timeline: &'static str,
+    data: Vec<MetricsPointView<'a>>,
+    timeline: &'static str,
+}
+
+impl<'a> HistoricalView<'a> {
+    /// The view of a timeline's series.
+    pub fn new(series: &'a Series, timeline: Timeline) -> Self {
+        Self {
+            data: points(series),
+            timeline: timeline.as_str(),
+        }
+    }
 }
 
 /// An upload receipt.
@@ -186,13 +193,13 @@ pub struct MapEntryView<'a> {
 }
 
 impl<'a> MapEntryView<'a> {
-    /// The entry of `device` from its latest located sample, status as of `now`.
-    pub fn new(
-        device: &'a Device,
-        latest: &'a LatestLocated,
-        last_seen: DateTime<Utc>,
-        now: DateTime<Utc>,
-    ) -> Self {
+    /// The view of a map entry.
+    pub fn new(entry: &'a MapEntry) -> Self {
+        let MapEntry {
+            device,
+            latest,
+            status,
+        } = entry;
         Self {
             id: device.id.to_string(),
             name: device.name.as_str(),
@@ -203,7 +210,7 @@ impl<'a> MapEntryView<'a> {
             pm2_5: latest.pm2_5,
             temperature: latest.temperature,
             measured_at: timestamp(&latest.position.at),
-            status: Status::at(now, last_seen).as_str(),
+            status: status.as_str(),
         }
     }
 }

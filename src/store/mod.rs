@@ -13,9 +13,9 @@
 
 pub mod batch_writer;
 mod columns;
+mod device_record;
 pub mod postgres;
 pub mod questdb;
-pub mod reads;
 pub mod sqlite;
 
 use async_trait::async_trait;

@@ -1,15 +1,14 @@
 //! The owner's reads: current snapshots, timelines and custom ranges, owner-wide or per device.
 
-use bytes::Bytes;
 use hyper::StatusCode;
 
 use crate::domain::field_errors::both;
-use crate::domain::{BucketPlan, CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryParams};
+use crate::domain::{CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryParams};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
 use crate::http::{credentials, respond, Request, Response};
-use crate::store::reads;
+use crate::read::{current, series};
 
 const DEVICE_NOT_FOUND: &str = "no device with this id";
 const NEVER_REPORTED: &str = "this device has not reported any reading yet";
@@ -40,7 +39,7 @@ async fn owned_device(
 pub async fn owner_current(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let owner = credentials::owner(&request, state).await?;
     let devices = owned_devices(state, &owner).await?;
-    let snapshot = reads::snapshot(state.readings.as_ref(), &devices, state.clock.now())
+    let snapshot = current::snapshot(state.readings.as_ref(), &devices, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound(NONE_REPORTED))?;
     respond::data(SnapshotView::new(&snapshot, true))
@@ -55,7 +54,7 @@ pub async fn device_current(
     let owner = credentials::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = owned_device(state, &owner, id).await?;
-    let snapshot = reads::snapshot(state.readings.as_ref(), &[device], state.clock.now())
+    let snapshot = current::snapshot(state.readings.as_ref(), &[device], state.clock.now())
         .await?
         .ok_or(ApiError::NotFound(NEVER_REPORTED))?;
     respond::data(SnapshotView::new(&snapshot, true))
@@ -90,24 +89,12 @@ async fn historical(
     devices: &[DeviceUuid],
     query: HistoricalQuery,
 ) -> Result<Response, ApiError> {
-    let body = timeline_body(state, devices, query).await?;
-    Ok(respond::with_body(StatusCode::OK, "application/json", body))
-}
-
-/// The JSON body of the timeline of `devices` pooled (shared with the public route, which tags it
-/// for caching).
-pub async fn timeline_body(
-    state: &AppState,
-    devices: &[DeviceUuid],
-    query: HistoricalQuery,
-) -> Result<Bytes, ApiError> {
-    let plan = BucketPlan::timeline(query.timeline, query.tz, state.clock.now());
-    let series = reads::series(state.readings.as_ref(), devices, &plan).await?;
-    let body = serde_json::to_vec(&HistoricalView {
-        data: points(&plan, &series),
-        timeline: query.timeline.as_str(),
-    })?;
-    Ok(Bytes::from(body))
+    let series =
+        series::timeline(state.readings.as_ref(), devices, query, state.clock.now()).await?;
+    respond::json(
+        StatusCode::OK,
+        &HistoricalView::new(&series, query.timeline),
+    )
 }
 
 /// `GET /air-quality/custom?start_date=…&end_date=…&interval=…&tz=…`.
@@ -115,7 +102,6 @@ pub async fn custom(request: Request, state: &AppState) -> Result<Response, ApiE
     let owner = credentials::owner(&request, state).await?;
     let query = CustomQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
-    let plan = BucketPlan::custom(query.range, query.interval, query.tz);
-    let series = reads::series(state.readings.as_ref(), &devices, &plan).await?;
-    respond::data(points(&plan, &series))
+    let series = series::custom(state.readings.as_ref(), &devices, query).await?;
+    respond::data(points(&series))
 }

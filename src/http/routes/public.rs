@@ -11,11 +11,10 @@ use crate::domain::{Device, DeviceUuid, HistoricalQuery, QueryParams};
 use crate::http::error::ApiError;
 use crate::http::public::{max_age, revalidate, Rendered};
 use crate::http::respond::Data;
-use crate::http::routes::air_quality;
 use crate::http::state::AppState;
-use crate::http::views::{MapEntryView, PublicDeviceView, SnapshotView};
+use crate::http::views::{HistoricalView, MapEntryView, PublicDeviceView, SnapshotView};
 use crate::http::{Request, Response};
-use crate::store::reads;
+use crate::read::{current, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
 
@@ -38,7 +37,7 @@ pub async fn device(request: Request, state: &AppState, id: &str) -> Result<Resp
 /// `GET /public/devices/{id}/current`: the location only if it is public too.
 pub async fn current(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
-    let snapshot = reads::snapshot(state.readings.as_ref(), &[device.id], state.clock.now())
+    let snapshot = current::snapshot(state.readings.as_ref(), &[device.id], state.clock.now())
         .await?
         .ok_or(ApiError::NotFound(
             "this device has not reported any reading yet",
@@ -60,7 +59,14 @@ pub async fn historical(
         HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
     )?;
     let device = public_device(state, id).await?;
-    let rendered = Rendered::tagged(air_quality::timeline_body(state, &[device.id], query).await?);
+    let series = series::timeline(
+        state.readings.as_ref(),
+        &[device.id],
+        query,
+        state.clock.now(),
+    )
+    .await?;
+    let rendered = Rendered::json(&HistoricalView::new(&series, query.timeline))?;
     Ok(rendered.respond(request.headers(), revalidate()))
 }
 
@@ -75,20 +81,12 @@ pub async fn map(request: Request, state: &AppState) -> Result<Response, ApiErro
 }
 
 async fn render_map(state: &AppState) -> Result<Arc<Rendered>, ApiError> {
-    let members = state.devices.map_members().await?;
-    let ids: Vec<DeviceUuid> = members.iter().map(|device| device.id).collect();
-    let latest = state.readings.latest_located(&ids).await?;
-    let by_id: std::collections::HashMap<_, _> = latest
-        .iter()
-        .map(|(id, sample, seen)| (*id, (sample, *seen)))
-        .collect();
-    let now = state.clock.now();
-    let entries: Vec<MapEntryView<'_>> = members
-        .iter()
-        .filter_map(|device| {
-            let (sample, last_seen) = by_id.get(&device.id)?;
-            Some(MapEntryView::new(device, sample, *last_seen, now))
-        })
-        .collect();
-    Ok(Arc::new(Rendered::json_with_gzip(&Data { data: entries })?))
+    let entries = map::entries(
+        state.devices.as_ref(),
+        state.readings.as_ref(),
+        state.clock.now(),
+    )
+    .await?;
+    let views: Vec<MapEntryView<'_>> = entries.iter().map(MapEntryView::new).collect();
+    Ok(Arc::new(Rendered::json_with_gzip(&Data { data: views })?))
 }

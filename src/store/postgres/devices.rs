@@ -6,13 +6,9 @@ use deadpool_postgres::{GenericClient, Pool};
 use tokio_postgres::Row;
 
 use super::CREDENTIALS_CHANNEL;
-use crate::domain::{
-    Device, DeviceFlags, DeviceId, DeviceName, DevicePatch, DeviceUuid, KeyHash, OwnerId,
-};
+use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
+use crate::store::device_record::{DeviceRecord, COLUMNS};
 use crate::store::{DeviceCredentials, DeviceStore, StoreError};
-
-const COLUMNS: &str =
-    "id, device_id, owner, name, is_public, is_location_public, is_outdoor, created_at, updated_at";
 
 /// Devices in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -28,14 +24,11 @@ impl PostgresDevices {
 }
 
 fn device(row: &Row) -> Result<Device, StoreError> {
-    let device_id: String = row.try_get(1)?;
-    let owner: String = row.try_get(2)?;
-    Ok(Device {
-        id: DeviceUuid::from_uuid(row.try_get(0)?),
-        device_id: DeviceId::parse(&device_id)
-            .ok_or_else(|| StoreError::Corrupt(format!("device_id {device_id:?}")))?,
-        owner: OwnerId::parse(&owner).ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
-        name: DeviceName::from_stored(row.try_get(3)?),
+    DeviceRecord {
+        id: row.try_get(0)?,
+        device_id: row.try_get(1)?,
+        owner: row.try_get(2)?,
+        name: row.try_get(3)?,
         flags: DeviceFlags {
             is_public: row.try_get(4)?,
             is_location_public: row.try_get(5)?,
@@ -43,7 +36,8 @@ fn device(row: &Row) -> Result<Device, StoreError> {
         },
         created_at: row.try_get(7)?,
         updated_at: row.try_get(8)?,
-    })
+    }
+    .into_device()
 }
 
 fn devices(rows: &[Row]) -> Result<Vec<Device>, StoreError> {
@@ -142,11 +136,9 @@ impl DeviceStore for PostgresDevices {
         let Some(current) = select_one(&transaction, owner, id).await? else {
             return Ok(None);
         };
-        if patch.is_empty() {
+        let Some(patched) = patch.apply(&current, now) else {
             return Ok(Some(current));
-        }
-        let flags = patch.apply_to(current.flags);
-        let name = patch.name.as_ref().unwrap_or(&current.name);
+        };
         let statement = transaction
             .prepare_cached(&format!(
                 "UPDATE devices SET name = $1, is_public = $2, is_location_public = $3, is_outdoor = $4, \
@@ -157,11 +149,11 @@ impl DeviceStore for PostgresDevices {
             .query_one(
                 &statement,
                 &[
-                    &name.as_str(),
-                    &flags.is_public,
-                    &flags.is_location_public,
-                    &flags.is_outdoor,
-                    &now,
+                    &patched.name.as_str(),
+                    &patched.flags.is_public,
+                    &patched.flags.is_location_public,
+                    &patched.flags.is_outdoor,
+                    &patched.updated_at,
                     &id.as_uuid(),
                 ],
             )

@@ -8,13 +8,9 @@ use rusqlite::{params, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::{from_micros, to_micros, Sqlite};
-use crate::domain::{
-    Device, DeviceFlags, DeviceId, DeviceName, DevicePatch, DeviceUuid, KeyHash, OwnerId,
-};
+use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
+use crate::store::device_record::{DeviceRecord, COLUMNS};
 use crate::store::{DeviceCredentials, DeviceStore, StoreError};
-
-const COLUMNS: &str =
-    "id, device_id, owner, name, is_public, is_location_public, is_outdoor, created_at, updated_at";
 
 /// Devices in the embedded database.
 #[derive(Debug, Clone)]
@@ -35,9 +31,7 @@ struct DeviceRow {
     device_id: String,
     owner: String,
     name: String,
-    is_public: bool,
-    is_location_public: bool,
-    is_outdoor: bool,
+    flags: DeviceFlags,
     created_at: i64,
     updated_at: i64,
 }
@@ -49,30 +43,27 @@ impl DeviceRow {
             device_id: row.get(1)?,
             owner: row.get(2)?,
             name: row.get(3)?,
-            is_public: row.get(4)?,
-            is_location_public: row.get(5)?,
-            is_outdoor: row.get(6)?,
+            flags: DeviceFlags {
+                is_public: row.get(4)?,
+                is_location_public: row.get(5)?,
+                is_outdoor: row.get(6)?,
+            },
             created_at: row.get(7)?,
             updated_at: row.get(8)?,
         })
     }
 
     fn into_device(self) -> Result<Device, StoreError> {
-        Ok(Device {
-            id: parse_uuid(&self.id)?,
-            device_id: DeviceId::parse(&self.device_id)
-                .ok_or_else(|| StoreError::Corrupt(format!("device_id {:?}", self.device_id)))?,
-            owner: OwnerId::parse(&self.owner)
-                .ok_or_else(|| StoreError::Corrupt(format!("owner of device {}", self.id)))?,
-            name: DeviceName::from_stored(self.name),
-            flags: DeviceFlags {
-                is_public: self.is_public,
-                is_location_public: self.is_location_public,
-                is_outdoor: self.is_outdoor,
-            },
+        DeviceRecord {
+            id: parse_uuid(&self.id)?.as_uuid(),
+            device_id: self.device_id,
+            owner: self.owner,
+            name: self.name,
+            flags: self.flags,
             created_at: from_micros(self.created_at)?,
             updated_at: from_micros(self.updated_at)?,
-        })
+        }
+        .into_device()
     }
 }
 
@@ -184,22 +175,20 @@ impl DeviceStore for SqliteDevices {
                 let Some(current) = select_one(&transaction, &owner, &id)? else {
                     return Ok(None);
                 };
-                if patch.is_empty() {
+                let Some(patched) = patch.apply(&current, now) else {
                     return Ok(Some(current));
-                }
-                let flags = patch.apply_to(current.flags);
-                let name = patch.name.as_ref().unwrap_or(&current.name);
+                };
                 transaction
                     .prepare_cached(
                         "UPDATE devices SET name = ?1, is_public = ?2, is_location_public = ?3, \
                          is_outdoor = ?4, updated_at = ?5 WHERE id = ?6",
                     )?
                     .execute(params![
-                        name.as_str(),
-                        flags.is_public,
-                        flags.is_location_public,
-                        flags.is_outdoor,
-                        to_micros(now),
+                        patched.name.as_str(),
+                        patched.flags.is_public,
+                        patched.flags.is_location_public,
+                        patched.flags.is_outdoor,
+                        to_micros(patched.updated_at),
                         id,
                     ])?;
                 let updated = select_one(&transaction, &owner, &id)?;

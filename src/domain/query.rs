@@ -1,0 +1,209 @@
+//! The queries of the historical and custom routes, parsed into types at the edge: a known
+//! timeline, an IANA zone, a date range within the interval's span limit. What the buckets of a
+//! parsed query are is [`super::timeline`]'s business.
+
+use std::borrow::Cow;
+
+use chrono::{Months, NaiveDate};
+use chrono_tz::Tz;
+
+use super::field_errors::{Code, FieldErrors, In};
+use super::timeline::{DateRange, Interval, Timeline};
+
+/// The parsed query of the historical routes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HistoricalQuery {
+    /// Which timeline.
+    pub timeline: Timeline,
+    /// Zone of buckets and labels.
+    pub tz: Tz,
+}
+
+/// The parsed query of the custom route.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CustomQuery {
+    /// Days asked for.
+    pub range: DateRange,
+    /// Bucket size.
+    pub interval: Interval,
+    /// Zone of dates, buckets and labels.
+    pub tz: Tz,
+}
+
+/// The decoded pairs of a query string; the first occurrence of a name wins.
+#[derive(Debug, Default)]
+pub struct QueryParams<'q>(Vec<(Cow<'q, str>, Cow<'q, str>)>);
+
+impl<'q> QueryParams<'q> {
+    /// Decodes a raw query string (`None` when the URL had none).
+    pub fn parse(query: Option<&'q str>) -> Self {
+        Self(query.map_or_else(Vec::new, |query| {
+            form_urlencoded::parse(query.as_bytes()).collect()
+        }))
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_ref())
+    }
+}
+
+impl HistoricalQuery {
+    /// `timeline` (required) and `tz` (optional, IANA, default UTC).
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let mut errors = FieldErrors::new();
+        let timeline = match params.get("timeline") {
+            None | Some("") => {
+                errors.push(
+                    In::Query,
+                    "timeline",
+                    Code::Required,
+                    "`timeline` is required: daily, weekly, monthly or yearly",
+                );
+                None
+            }
+            Some(text) => {
+                let found = Timeline::ALL
+                    .iter()
+                    .find(|(name, _)| *name == text)
+                    .map(|(_, t)| *t);
+                if found.is_none() {
+                    errors.push(
+                        In::Query,
+                        "timeline",
+                        Code::Enum,
+                        format!(
+                            "`timeline` must be daily, weekly, monthly or yearly, not {text:?}"
+                        ),
+                    );
+                }
+                found
+            }
+        };
+        let tz = parse_tz(params, &mut errors);
+        match (timeline, tz) {
+            (Some(timeline), Some(tz)) if errors.is_empty() => Ok(Self { timeline, tz }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// Longest custom range with hourly buckets, in days.
+pub const MAX_HOUR_DAYS: i64 = 31;
+/// Longest custom range with daily buckets, in days.
+pub const MAX_DAY_DAYS: i64 = 366;
+/// Longest custom range with monthly buckets, in years.
+pub const MAX_MONTH_YEARS: u32 = 10;
+
+impl CustomQuery {
+    /// `start_date`, `end_date` (required), `interval` (hour, day or month; default day), `tz`.
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let mut errors = FieldErrors::new();
+        let start = parse_date(params, "start_date", &mut errors);
+        let end = parse_date(params, "end_date", &mut errors);
+        let interval = match params.get("interval") {
+            None | Some("") | Some("day") => Some(Interval::Day),
+            Some("hour") => Some(Interval::Hour),
+            Some("month") => Some(Interval::Month),
+            Some(other) => {
+                errors.push(
+                    In::Query,
+                    "interval",
+                    Code::Enum,
+                    format!("`interval` must be hour, day or month, not {other:?}"),
+                );
+                None
+            }
+        };
+        let tz = parse_tz(params, &mut errors);
+        let (Some(start), Some(end), Some(interval), Some(tz)) = (start, end, interval, tz) else {
+            return Err(errors);
+        };
+        if start > end {
+            errors.push(
+                In::Query,
+                "start_date",
+                Code::Range,
+                "`start_date` must not be after `end_date`",
+            );
+            return Err(errors);
+        }
+        let days = (end - start).num_days() + 1;
+        let too_long = match interval {
+            Interval::Hour => (days > MAX_HOUR_DAYS)
+                .then(|| format!("at most {MAX_HOUR_DAYS} days with interval=hour")),
+            Interval::Day => (days > MAX_DAY_DAYS)
+                .then(|| format!("at most {MAX_DAY_DAYS} days with interval=day")),
+            Interval::Month => start
+                .checked_add_months(Months::new(12 * MAX_MONTH_YEARS))
+                .is_none_or(|limit| end >= limit)
+                .then(|| format!("at most {MAX_MONTH_YEARS} years with interval=month")),
+        };
+        if let Some(limit) = too_long {
+            errors.push(
+                In::Query,
+                "end_date",
+                Code::Maximum,
+                format!("the range spans {days} days; {limit}"),
+            );
+        }
+        errors.into_result(|| Self {
+            range: DateRange { start, end },
+            interval,
+            tz,
+        })
+    }
+}
+
+fn parse_date(params: &QueryParams<'_>, name: &str, errors: &mut FieldErrors) -> Option<NaiveDate> {
+    match params.get(name) {
+        None | Some("") => {
+            errors.push(
+                In::Query,
+                name,
+                Code::Required,
+                format!("`{name}` is required (YYYY-MM-DD)"),
+            );
+            None
+        }
+        Some(text) => {
+            let shaped = text.len() == 10
+                && text.bytes().enumerate().all(|(at, byte)| match at {
+                    4 | 7 => byte == b'-',
+                    _ => byte.is_ascii_digit(),
+                });
+            let parsed = shaped
+                .then(|| NaiveDate::parse_from_str(text, "%Y-%m-%d").ok())
+                .flatten();
+            if parsed.is_none() {
+                errors.push(
+                    In::Query,
+                    name,
+                    Code::Format,
+                    format!("`{name}` must be a date as YYYY-MM-DD, not {text:?}"),
+                );
+            }
+            parsed
+        }
+    }
+}
+
+fn parse_tz(params: &QueryParams<'_>, errors: &mut FieldErrors) -> Option<Tz> {
+    match params.get("tz") {
+        None | Some("") => Some(Tz::UTC),
+        Some(text) => {
+            let parsed = text.parse::<Tz>().ok();
+            if parsed.is_none() {
+                errors.push(
+                    In::Query,
+                    "tz",
+                    Code::Format,
+                    format!("`tz` must be an IANA time zone such as Europe/Berlin, not {text:?}"),
+                );
+            }
+            parsed
+        }
+    }
+}
