@@ -12,12 +12,12 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::local::LocalIssuerError;
-use crate::auth::{Authenticator, DeviceKeys, JwksError, LocalIssuer};
+use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::http::public::map_cache;
+use crate::http::cacheable::map_cache;
 use crate::http::{server, AppState};
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, PostgresDevices};
@@ -76,7 +76,7 @@ impl Application {
         if let Err(error) = auth.warm_up().await {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
-        let metrics = Arc::new(Metrics::default());
+        let metrics = Arc::new(ServerMetrics::default());
         // SQLite is opened only when a store lives there, and then once for both.
         let mut embedded: Option<Arc<Sqlite>> = None;
         let mut sqlite = || -> Result<Arc<Sqlite>, StoreError> {
@@ -95,7 +95,7 @@ impl Application {
             }
             None => {
                 let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(sqlite()?));
-                let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), true));
+                let keys = Arc::new(KeyCache::new(Arc::clone(&devices), true));
                 (devices, keys, None)
             }
         };
@@ -174,10 +174,10 @@ impl Application {
 /// listener is up, the pool (QuestDB's sink takes receipt ids from it) and that listener.
 async fn postgres_devices(
     url: &str,
-) -> Result<(Arc<dyn DeviceStore>, Arc<DeviceKeys>, Pool, ListenerGuard), StartError> {
+) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
     let (pool, pg_config) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
-    let keys = Arc::new(DeviceKeys::new(Arc::clone(&devices), false));
+    let keys = Arc::new(KeyCache::new(Arc::clone(&devices), false));
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
         pg_config,

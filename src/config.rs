@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::auth::OwnerAuth;
+pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 
 /// `airq`: the air-quality backend.
@@ -136,32 +138,6 @@ fn parse_ttl(text: &str) -> Result<Duration, String> {
         Some(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
         _ => Err(format!("`{text}` is not a positive duration that fits")),
     }
-}
-
-/// How owner tokens are verified.
-#[derive(Debug, Clone)]
-pub enum OwnerAuth {
-    /// HS256 tokens minted by `airq token` from the data dir's secret.
-    Local,
-    /// HS256 tokens signed with a secret shared with an identity provider.
-    SharedSecret(String),
-    /// Asymmetric tokens whose keys come from a JWKS document.
-    Jwks(String),
-}
-
-/// The batch writer's tuning.
-#[derive(Debug, Clone, Copy)]
-pub struct BatchConfig {
-    /// Flush when this many rows are buffered.
-    pub max_rows: usize,
-    /// Flush at the latest this long after the first buffered row.
-    pub max_delay: Duration,
-    /// Capacity of the queue in front of the writer.
-    pub queue: usize,
-    /// Retries of a failed flush before giving up.
-    pub retries: u32,
-    /// Pause before the first retry; doubles per retry.
-    pub retry_backoff: Duration,
 }
 
 /// Everything `airq serve` needs, typed.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The counters of one process.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub struct ServerMetrics {
     responses: [AtomicU64; 5],
     batches: AtomicU64,
     batch_rows: AtomicU64,
@@ -17,7 +17,7 @@ pub struct Metrics {
     flush_micros: AtomicU64,
 }
 
-impl Metrics {
+impl ServerMetrics {
     /// Counts a response by its status class (1xx … 5xx).
     pub fn response(&self, status: u16) {
         let class = usize::from(status / 100).clamp(1, 5) - 1;

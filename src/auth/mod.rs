@@ -1,6 +1,6 @@
 //! Owner authentication: `Authorization: Bearer <JWT>` → [`OwnerId`].
 //!
-//! Three sources of truth, chosen by configuration ([`crate::config::OwnerAuth`]):
+//! Three sources of truth, chosen by configuration ([`OwnerAuth`]):
 //! - the local issuer ([`local`]): HS256 with a secret generated in the data dir, minted by
 //!   `airq token OWNER`;
 //! - a secret shared with an identity provider (HS256);
@@ -11,19 +11,29 @@
 //! are refused; configured `iss` and `aud` are enforced. Tokens are never logged, and only the
 //! `Authorization` header is read: credentials in the query string are ignored.
 
-pub mod device_keys;
 pub mod jwks;
+pub mod key_cache;
 pub mod local;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-use crate::config::OwnerAuth;
 use crate::domain::OwnerId;
 
-pub use device_keys::{DeviceAuthError, DeviceKeys};
 pub use jwks::{JwksError, JwksKeys};
+pub use key_cache::{DeviceAuthError, KeyCache};
 pub use local::LocalIssuer;
+
+/// How owner tokens are verified.
+#[derive(Debug, Clone)]
+pub enum OwnerAuth {
+    /// HS256 tokens minted by `airq token` from the data dir's secret.
+    Local,
+    /// HS256 tokens signed with a secret shared with an identity provider.
+    SharedSecret(String),
+    /// Asymmetric tokens whose keys come from a JWKS document.
+    Jwks(String),
+}
 
 /// Why a token was refused (or could not be checked).
 #[derive(Debug, thiserror::Error)]

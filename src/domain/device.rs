@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use simd_json::OwnedValue;
 use uuid::Uuid;
 
-use super::credentials::DeviceId;
+use super::device_key::DeviceId;
 use super::field_errors::{Code, FieldErrors, In};
 use super::json_fields::JsonObject;
 use super::owner::OwnerId;

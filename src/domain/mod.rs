@@ -4,8 +4,8 @@
 //! values (`DeviceName`, `DeviceUuid`, `Reading`, ...). Parsing collects every field problem at
 //! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
 
-pub mod credentials;
 pub mod device;
+pub mod device_key;
 pub mod field_errors;
 pub mod json_fields;
 pub mod measure;
@@ -15,8 +15,8 @@ pub mod reading;
 pub mod snapshot;
 pub mod timeline;
 
-pub use credentials::{DeviceId, DeviceKey, KeyHash};
 pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
+pub use device_key::{DeviceId, DeviceKey, KeyHash};
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use measure::{Measure, Measurements};
 pub use owner::OwnerId;

@@ -2,17 +2,17 @@
 //!
 //! [`server`] accepts connections and wraps every request (request id, logging, panic capture);
 //! [`router`] maps (method, path segments) to a handler in [`routes`]; handlers are thin: they
-//! extract credentials ([`credentials`]), parse path, query and body ([`body`]) into domain types,
+//! authenticate the caller ([`authenticate`]), parse path, query and body ([`body`]) into domain types,
 //! call a store trait, and render a view ([`views`]). Every failure is an [`error::ApiError`],
 //! which becomes an RFC 9457 problem in exactly one `match`.
 //!
 //! Checks run in the order DESIGN.md fixes: credentials (401) → path and query (422) → content
 //! type (415) → body size (413) → JSON syntax (400) → validation (422) → existence (404).
 
+pub mod authenticate;
 pub mod body;
-pub mod credentials;
+pub mod cacheable;
 pub mod error;
-pub mod public;
 pub mod request_id;
 pub mod respond;
 pub mod router;

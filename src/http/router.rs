@@ -311,7 +311,7 @@ pub async fn dispatch(
         return (route.handler)(request, state, params).await;
     }
     if method == Method::OPTIONS && routes.access == Access::Public {
-        return Ok(crate::http::public::preflight());
+        return Ok(crate::http::cacheable::preflight());
     }
     Err(ApiError::MethodNotAllowed {
         allow: &routes.allow,

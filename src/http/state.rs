@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::auth::{Authenticator, DeviceKeys};
+use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
-use crate::http::public::MapCache;
-use crate::metrics::Metrics;
+use crate::http::cacheable::MapCache;
+use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
 use crate::store::{DeviceStore, ReadingStore};
 
@@ -16,7 +16,7 @@ pub struct AppState {
     /// Owner token verification.
     pub auth: Authenticator,
     /// Device key verification (cached; shared with the cross-process invalidation listener).
-    pub device_keys: Arc<DeviceKeys>,
+    pub device_keys: Arc<KeyCache>,
     /// Device metadata.
     pub devices: Arc<dyn DeviceStore>,
     /// Reading queries.
@@ -28,7 +28,7 @@ pub struct AppState {
     /// How long the map is cached (also its `Cache-Control: max-age`).
     pub map_ttl: Duration,
     /// Counters for `/metrics`.
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<ServerMetrics>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
 }

@@ -21,15 +21,30 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::{ReadingSink, StoreError};
-use crate::config::BatchConfig;
 use crate::domain::{DeviceUuid, Reading, ReadingId, StoredReading};
-use crate::metrics::Metrics;
+use crate::metrics::ServerMetrics;
+
+/// The batch writer's tuning.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchConfig {
+    /// Flush when this many rows are buffered.
+    pub max_rows: usize,
+    /// Flush at the latest this long after the first buffered row.
+    pub max_delay: Duration,
+    /// Capacity of the queue in front of the writer.
+    pub queue: usize,
+    /// Retries of a failed flush before giving up.
+    pub retries: u32,
+    /// Pause before the first retry; doubles per retry.
+    pub retry_backoff: Duration,
+}
 
 /// What an upload learns once its batch is committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +67,7 @@ pub enum WriteError {
 }
 
 /// A flush slower than this is logged: every upload of the batch waited that long.
-const SLOW_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
+const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
 struct Pending {
     device: DeviceUuid,
@@ -78,7 +93,7 @@ impl BatchWriter {
     pub fn start(
         sink: Box<dyn ReadingSink>,
         config: BatchConfig,
-        metrics: Arc<Metrics>,
+        metrics: Arc<ServerMetrics>,
     ) -> std::io::Result<(Self, WriterGuard)> {
         let (queue, receiver) = mpsc::channel(config.queue.max(1));
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -133,7 +148,7 @@ async fn run(
     mut queue: mpsc::Receiver<Pending>,
     mut sink: Box<dyn ReadingSink>,
     config: BatchConfig,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ServerMetrics>,
 ) {
     let max_rows = config.max_rows.max(1);
     let mut batch = Vec::with_capacity(max_rows);
@@ -162,7 +177,7 @@ async fn flush(
     sink: &mut dyn ReadingSink,
     batch: &mut Vec<Pending>,
     config: &BatchConfig,
-    metrics: &Metrics,
+    metrics: &ServerMetrics,
 ) {
     let started = std::time::Instant::now();
     let (replies, outcome) = match allocate(sink, batch.len()).await {
@@ -240,7 +255,7 @@ async fn write_with_retries(
     sink: &mut dyn ReadingSink,
     rows: &[StoredReading],
     config: &BatchConfig,
-    metrics: &Metrics,
+    metrics: &ServerMetrics,
 ) -> Result<(), StoreError> {
     let mut backoff = config.retry_backoff;
     let mut attempt = 0;
@@ -262,7 +277,6 @@ async fn write_with_retries(
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
     use super::*;
     use crate::domain::Measurements;

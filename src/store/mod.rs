@@ -66,7 +66,7 @@ pub enum StoreError {
 
 /// What upload authentication needs to know about a `device_id`.
 #[derive(Debug, Clone)]
-pub struct DeviceCredentials {
+pub struct KeyRecord {
     /// The device's path id.
     pub id: DeviceUuid,
     /// Its owner.
@@ -116,10 +116,7 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError>;
 
     /// The credentials behind a `device_id`, for upload authentication.
-    async fn credentials(
-        &self,
-        device_id: &DeviceId,
-    ) -> Result<Option<DeviceCredentials>, StoreError>;
+    async fn credentials(&self, device_id: &DeviceId) -> Result<Option<KeyRecord>, StoreError>;
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -7,7 +7,7 @@ use crate::domain::{CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryPara
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
-use crate::http::{credentials, respond, Request, Response};
+use crate::http::{authenticate, respond, Request, Response};
 use crate::read::{current, series};
 
 const DEVICE_NOT_FOUND: &str = "no device with this id";
@@ -37,7 +37,7 @@ async fn owned_device(
 
 /// `GET /air-quality/current`: every device of the owner pooled.
 pub async fn owner_current(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let devices = owned_devices(state, &owner).await?;
     let snapshot = current::snapshot(state.readings.as_ref(), &devices, state.clock.now())
         .await?
@@ -51,7 +51,7 @@ pub async fn device_current(
     state: &AppState,
     id: &str,
 ) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = owned_device(state, &owner, id).await?;
     let snapshot = current::snapshot(state.readings.as_ref(), &[device], state.clock.now())
@@ -62,7 +62,7 @@ pub async fn device_current(
 
 /// `GET /air-quality/historical?timeline=…&tz=…`.
 pub async fn owner_historical(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let query = HistoricalQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
     historical(state, &devices, query).await
@@ -74,7 +74,7 @@ pub async fn device_historical(
     state: &AppState,
     id: &str,
 ) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let (id, query) = both(
         DeviceUuid::parse_path(id),
         HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
@@ -99,7 +99,7 @@ async fn historical(
 
 /// `GET /air-quality/custom?start_date=…&end_date=…&interval=…&tz=…`.
 pub async fn custom(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let query = CustomQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
     let series = series::custom(state.readings.as_ref(), &devices, query).await?;

@@ -6,11 +6,11 @@ use crate::domain::Reading;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::ReceiptView;
-use crate::http::{body, credentials, respond, Request, Response};
+use crate::http::{authenticate, body, respond, Request, Response};
 
 /// Authenticates the device, parses the reading, and answers 201 once the batch writer committed it.
 pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let device = credentials::device(&request, state).await?;
+    let device = authenticate::device(&request, state).await?;
     let body = body::json(request).await?;
     let now = state.clock.now();
     let reading = Reading::parse(&body, now)?;

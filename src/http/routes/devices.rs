@@ -9,13 +9,13 @@ use crate::domain::{Device, DeviceId, DeviceKey, DevicePatch, DeviceUuid, Regist
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::DeviceView;
-use crate::http::{body, credentials, respond, Request, Response};
+use crate::http::{authenticate, body, respond, Request, Response};
 
 const NOT_FOUND: &str = "no device with this id";
 
 /// `POST /devices`: registers a device and hands out its first key.
 pub async fn register(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let registration = Registration::parse(&body::json(request).await?)?;
     let now = state.clock.now();
     let key = DeviceKey::generate();
@@ -40,14 +40,14 @@ pub async fn register(request: Request, state: &AppState) -> Result<Response, Ap
 
 /// `GET /devices`: the owner's devices, oldest first.
 pub async fn list(request: Request, state: &AppState) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let devices = state.devices.list(&owner).await?;
     respond::data(devices.iter().map(DeviceView::new).collect::<Vec<_>>())
 }
 
 /// `GET /devices/{id}`.
 pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = state
         .devices
@@ -59,7 +59,7 @@ pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Respon
 
 /// `PATCH /devices/{id}`: changes the name and flags present in the body.
 pub async fn update(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let patch = DevicePatch::parse(&body::json(request).await?)?;
     let device = state
@@ -76,7 +76,7 @@ pub async fn rotate_key(
     state: &AppState,
     id: &str,
 ) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let key = DeviceKey::generate();
     let device = state
@@ -91,7 +91,7 @@ pub async fn rotate_key(
 
 /// `DELETE /devices/{id}`: the device and its credentials are gone at once.
 pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let owner = credentials::owner(&request, state).await?;
+    let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = state
         .devices

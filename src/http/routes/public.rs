@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use crate::domain::field_errors::both;
 use crate::domain::{Device, DeviceUuid, HistoricalQuery, QueryParams};
+use crate::http::cacheable::{max_age, revalidate, Rendered};
 use crate::http::error::ApiError;
-use crate::http::public::{max_age, revalidate, Rendered};
 use crate::http::respond::Data;
 use crate::http::state::AppState;
 use crate::http::views::{HistoricalView, MapEntryView, PublicDeviceView, SnapshotView};

@@ -5,7 +5,7 @@
 //! `NOTIFY` in the same transaction; every process `LISTEN`s ([`listener`]) and evicts its cached
 //! credentials when the notification arrives.
 
-mod devices;
+mod device_store;
 pub mod listener;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -13,7 +13,7 @@ use tokio_postgres::NoTls;
 
 use super::StoreError;
 
-pub use devices::PostgresDevices;
+pub use device_store::PostgresDevices;
 
 /// The schema, applied in order at every start.
 const SCHEMA: &[&str] = &[

@@ -10,14 +10,14 @@
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
 //!   read names its devices, taken from the device store) and leave with retention.
 
-mod readings;
+mod reading_store;
 mod sink;
 
 use deadpool_postgres::Pool;
 
 use super::StoreError;
 
-pub use readings::QuestDbReadings;
+pub use reading_store::QuestDbReadings;
 pub use sink::QuestDbSink;
 
 const SCHEMA: &str = include_str!("../../../schema/questdb/001_readings.sql");

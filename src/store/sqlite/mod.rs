@@ -11,8 +11,8 @@
 //! continuous stream of commits never does.
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
-mod devices;
-mod readings;
+mod device_store;
+mod reading_store;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,8 +22,8 @@ use rusqlite::Connection;
 
 use super::StoreError;
 
-pub use devices::SqliteDevices;
-pub use readings::{SqliteReadingSink, SqliteReadings};
+pub use device_store::SqliteDevices;
+pub use reading_store::{SqliteReadingSink, SqliteReadings};
 
 /// The schema, applied in order at every start; each statement is idempotent.
 const SCHEMA: &[&str] = &[

@@ -8,7 +8,7 @@ use hyper::header::AUTHORIZATION;
 use super::error::{ApiError, Credential};
 use super::state::AppState;
 use super::Request;
-use crate::auth::device_keys::AuthenticatedDevice;
+use crate::auth::key_cache::AuthenticatedDevice;
 use crate::auth::{AuthError, DeviceAuthError};
 use crate::domain::OwnerId;
 

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{from_micros, to_micros, Sqlite};
 use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
 use crate::store::device_record::{DeviceRecord, COLUMNS};
-use crate::store::{DeviceCredentials, DeviceStore, StoreError};
+use crate::store::{DeviceStore, KeyRecord, StoreError};
 
 /// Devices in the embedded database.
 #[derive(Debug, Clone)]
@@ -255,10 +255,7 @@ impl DeviceStore for SqliteDevices {
             .await
     }
 
-    async fn credentials(
-        &self,
-        device_id: &DeviceId,
-    ) -> Result<Option<DeviceCredentials>, StoreError> {
+    async fn credentials(&self, device_id: &DeviceId) -> Result<Option<KeyRecord>, StoreError> {
         let device_id = device_id.as_str().to_owned();
         self.db
             .read(move |connection| {
@@ -278,7 +275,7 @@ impl DeviceStore for SqliteDevices {
                 let hash: [u8; 32] = hash
                     .try_into()
                     .map_err(|_| StoreError::Corrupt(format!("key hash of device {id}")))?;
-                Ok(Some(DeviceCredentials {
+                Ok(Some(KeyRecord {
                     id: parse_uuid(&id)?,
                     owner: OwnerId::parse(&owner)
                         .ok_or_else(|| StoreError::Corrupt(format!("owner of device {id}")))?,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use moka::sync::Cache;
 
 use crate::domain::{DeviceId, DeviceUuid};
-use crate::store::{DeviceCredentials, DeviceStore, StoreError};
+use crate::store::{DeviceStore, KeyRecord, StoreError};
 
 const CAPACITY: u64 = 200_000;
 const IDLE: Duration = Duration::from_secs(600);
@@ -40,14 +40,14 @@ pub struct AuthenticatedDevice {
 
 /// Verifies device keys through a cache in front of the device store.
 #[derive(Debug)]
-pub struct DeviceKeys {
+pub struct KeyCache {
     store: Arc<dyn DeviceStore>,
-    cache: Cache<DeviceId, (Arc<DeviceCredentials>, u64)>,
+    cache: Cache<DeviceId, (Arc<KeyRecord>, u64)>,
     generation: AtomicU64,
     trusted: AtomicBool,
 }
 
-impl DeviceKeys {
+impl KeyCache {
     /// A verifier over `store`; `trusted` says whether the cache may be used from the start
     /// (true for a single process; false until a cross-process listener is up).
     pub fn new(store: Arc<dyn DeviceStore>, trusted: bool) -> Self {

@@ -8,7 +8,7 @@ use tokio_postgres::Row;
 use super::CREDENTIALS_CHANNEL;
 use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
 use crate::store::device_record::{DeviceRecord, COLUMNS};
-use crate::store::{DeviceCredentials, DeviceStore, StoreError};
+use crate::store::{DeviceStore, KeyRecord, StoreError};
 
 /// Devices in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -227,10 +227,7 @@ impl DeviceStore for PostgresDevices {
         Ok(Some(deleted))
     }
 
-    async fn credentials(
-        &self,
-        device_id: &DeviceId,
-    ) -> Result<Option<DeviceCredentials>, StoreError> {
+    async fn credentials(&self, device_id: &DeviceId) -> Result<Option<KeyRecord>, StoreError> {
         let client = self.pool.get().await?;
         let statement = client
             .prepare_cached("SELECT id, owner, key_hash FROM devices WHERE device_id = $1")
@@ -243,7 +240,7 @@ impl DeviceStore for PostgresDevices {
         let hash: [u8; 32] = hash
             .try_into()
             .map_err(|_| StoreError::Corrupt(format!("key hash of {device_id}")))?;
-        Ok(Some(DeviceCredentials {
+        Ok(Some(KeyRecord {
             id: DeviceUuid::from_uuid(row.try_get(0)?),
             owner: OwnerId::parse(&owner)
                 .ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
