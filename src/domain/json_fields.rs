@@ -35,6 +35,37 @@ impl<'a> JsonObject<'a> {
         }
     }
 
+    /// An element of the body (such as `readings[3]`), which must be an object; problems inside
+    /// it are named after `path`.
+    pub fn element(value: &'a OwnedValue, path: String, errors: &mut FieldErrors) -> Option<Self> {
+        match value {
+            OwnedValue::Object(map) => Some(Self {
+                map,
+                path: Some(path),
+            }),
+            other => {
+                let detail = format!("`{path}` must be an object, not {}", kind(other));
+                errors.push(In::Body, path, Code::Type, detail);
+                None
+            }
+        }
+    }
+
+    /// A required array.
+    pub fn required_array(&self, key: &str, errors: &mut FieldErrors) -> Option<&'a [OwnedValue]> {
+        match self.present(key) {
+            None => {
+                self.missing(key, errors);
+                None
+            }
+            Some(OwnedValue::Array(items)) => Some(items.as_slice()),
+            Some(other) => {
+                self.wrong_type(key, "an array", other, errors);
+                None
+            }
+        }
+    }
+
     /// The dotted name of `key` inside this object.
     pub fn name(&self, key: &str) -> String {
         match &self.path {

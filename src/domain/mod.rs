@@ -4,6 +4,7 @@
 //! values (`DeviceName`, `DeviceUuid`, `Reading`, ...). Parsing collects every field problem at
 //! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
 
+pub mod batch;
 pub mod device;
 pub mod device_key;
 pub mod field_errors;
@@ -15,6 +16,7 @@ pub mod reading;
 pub mod snapshot;
 pub mod timeline;
 
+pub use batch::ReadingBatch;
 pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
 pub use device_key::{DeviceId, DeviceKey, KeyHash};
 pub use field_errors::{Code, FieldError, FieldErrors, In};

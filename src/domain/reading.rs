@@ -46,50 +46,62 @@ impl Reading {
     /// Parses an upload body, listing every problem; `now` bounds `measured_at`.
     pub fn parse(body: &OwnedValue, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
-        let Some(root) = JsonObject::root(body, &mut errors) else {
-            return Err(errors);
-        };
+        let reading = JsonObject::root(body, &mut errors)
+            .and_then(|root| Self::from_object(&root, now, &mut errors));
+        match reading {
+            Some(reading) if errors.is_empty() => Ok(reading),
+            _ => Err(errors),
+        }
+    }
+
+    /// Parses the reading held by `root` (a body, or an element of a batch), adding its problems
+    /// to `errors`; `None` when it has any.
+    pub fn from_object(
+        root: &JsonObject<'_>,
+        now: DateTime<Utc>,
+        errors: &mut FieldErrors,
+    ) -> Option<Self> {
+        let errors_before = errors.as_slice().len();
         let mut values = Measurements::default();
         let mut complete = true;
         let mut providers = Vec::with_capacity(2);
         for group in Group::ALL {
             let object = match group.key() {
                 None => Some(root.clone()),
-                Some(key) => root.required_object(key, &mut errors),
+                Some(key) => root.required_object(key, errors),
             };
             let Some(object) = object else {
                 complete = false;
                 continue;
             };
             for measure in Measure::ALL.into_iter().filter(|m| m.group() == group) {
-                match value(&object, measure, &mut errors) {
+                match value(&object, measure, errors) {
                     Some(value) => values[measure] = value,
                     None => complete = false,
                 }
             }
             if group != Group::Body {
-                providers.push(provider(&object, &mut errors));
+                providers.push(provider(&object, errors));
             }
         }
 
         let location = root
-            .optional_object("location", &mut errors)
-            .and_then(|location| parse_location(&location, &mut errors));
+            .optional_object("location", errors)
+            .and_then(|location| parse_location(&location, errors));
         let measured_at = root
-            .optional_str("measured_at", &mut errors)
-            .and_then(|text| parse_measured_at(text, now, &mut errors));
+            .optional_str("measured_at", errors)
+            .and_then(|text| parse_measured_at(&root.name("measured_at"), text, now, errors));
 
+        let clean = errors.as_slice().len() == errors_before;
         match providers.as_slice() {
-            [Some(pms_provider), Some(temperature_provider)] if complete && errors.is_empty() => {
-                Ok(Self {
-                    values,
-                    pms_provider: pms_provider.clone(),
-                    temperature_provider: temperature_provider.clone(),
-                    location,
-                    measured_at,
-                })
-            }
-            _ => Err(errors),
+            [Some(pms_provider), Some(temperature_provider)] if complete && clean => Some(Self {
+                values,
+                pms_provider: pms_provider.clone(),
+                temperature_provider: temperature_provider.clone(),
+                location,
+                measured_at,
+            }),
+            _ => None,
         }
     }
 }
@@ -128,6 +140,7 @@ fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option
 }
 
 fn parse_measured_at(
+    name: &str,
     text: &str,
     now: DateTime<Utc>,
     errors: &mut FieldErrors,
@@ -135,9 +148,9 @@ fn parse_measured_at(
     let Ok(at) = DateTime::parse_from_rfc3339(text) else {
         errors.push(
             In::Body,
-            "measured_at",
+            name,
             Code::Format,
-            format!("`measured_at` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"),
+            format!("`{name}` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"),
         );
         return None;
     };
@@ -145,17 +158,17 @@ fn parse_measured_at(
     if at < now - MAX_AGE {
         errors.push(
             In::Body,
-            "measured_at",
+            name,
             Code::Minimum,
-            "`measured_at` must not be more than 366 days ago",
+            format!("`{name}` must not be more than 366 days ago"),
         );
         None
     } else if at > now + MAX_AHEAD {
         errors.push(
             In::Body,
-            "measured_at",
+            name,
             Code::Maximum,
-            "`measured_at` must not be more than 5 minutes in the future",
+            format!("`{name}` must not be more than 5 minutes in the future"),
         );
         None
     } else {

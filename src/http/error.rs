@@ -63,9 +63,15 @@ pub enum ApiError {
     /// The body is not declared as JSON.
     #[error("unsupported media type")]
     UnsupportedMediaType,
-    /// The body is larger than the limit.
+    /// The body is larger than the limit of its route (as sent, or decompressed).
     #[error("body too large")]
-    PayloadTooLarge,
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body is encoded with something other than gzip.
+    #[error("unsupported content encoding")]
+    UnsupportedEncoding,
     /// The body is empty or not JSON.
     #[error("malformed body: {0}")]
     MalformedBody(String),
@@ -170,11 +176,17 @@ impl ApiError {
                 "Unsupported Media Type",
                 "the body must be sent with Content-Type: application/json".to_owned(),
             ),
-            Self::PayloadTooLarge => (
+            Self::PayloadTooLarge { limit } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 BLANK_TYPE,
                 "Content Too Large",
-                format!("the body must not exceed {} bytes", super::body::MAX_BODY),
+                format!("the body must not exceed {limit} bytes (decompressed, when it is sent gzip-encoded)"),
+            ),
+            Self::UnsupportedEncoding => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                BLANK_TYPE,
+                "Unsupported Media Type",
+                "the body may be sent as is or with Content-Encoding: gzip, no other coding".to_owned(),
             ),
             Self::MalformedBody(why) => (StatusCode::BAD_REQUEST, MALFORMED_TYPE, "Malformed Body", why.clone()),
             Self::BodyRead(_) => (

@@ -155,6 +155,12 @@ pub static ROUTES: &[Route] = &[
         access: Access::Device,
         handler: |request, state, _| Box::pin(data::upload(request, state)),
     },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/data/batch",
+        access: Access::Device,
+        handler: |request, state, _| Box::pin(data::upload_batch(request, state)),
+    },
     // air quality
     Route {
         method: Method::GET,

@@ -69,11 +69,12 @@ pub enum WriteError {
 /// A flush slower than this is logged: every upload of the batch waited that long.
 const SLOW_FLUSH: Duration = Duration::from_millis(100);
 
+/// One upload waiting for its batch: one reading, or the readings of a batch upload (committed
+/// together, in one transaction, or not at all).
 struct Pending {
     device: DeviceUuid,
-    at: DateTime<Utc>,
-    reading: Reading,
-    reply: oneshot::Sender<Result<Receipt, WriteError>>,
+    readings: Vec<(DateTime<Utc>, Reading)>,
+    reply: oneshot::Sender<Result<Vec<Receipt>, WriteError>>,
 }
 
 /// A handle that submits readings; cheap to clone. The writer stops when all handles are gone.
@@ -117,11 +118,22 @@ impl BatchWriter {
         at: DateTime<Utc>,
         reading: Reading,
     ) -> Result<Receipt, WriteError> {
+        let receipts = self.submit_all(device, vec![(at, reading)]).await?;
+        receipts.into_iter().next().ok_or(WriteError::Stopped)
+    }
+
+    /// Stores readings of `device`, each with the time it is stored under, all in one
+    /// transaction; answers with their receipts in the same order once they are committed (or
+    /// that none of them is).
+    pub async fn submit_all(
+        &self,
+        device: DeviceUuid,
+        readings: Vec<(DateTime<Utc>, Reading)>,
+    ) -> Result<Vec<Receipt>, WriteError> {
         let (reply, answer) = oneshot::channel();
         let pending = Pending {
             device,
-            at,
-            reading,
+            readings,
             reply,
         };
         self.queue
@@ -151,21 +163,24 @@ async fn run(
     metrics: Arc<ServerMetrics>,
 ) {
     let max_rows = config.max_rows.max(1);
-    let mut batch = Vec::with_capacity(max_rows);
+    let mut batch: Vec<Pending> = Vec::with_capacity(max_rows);
     while let Some(first) = queue.recv().await {
+        let mut rows = first.readings.len();
         batch.push(first);
         let deadline = Instant::now() + config.max_delay;
-        while batch.len() < max_rows {
-            match queue.try_recv() {
-                Ok(pending) => batch.push(pending),
+        while rows < max_rows {
+            let next = match queue.try_recv() {
+                Ok(pending) => pending,
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
                 Err(mpsc::error::TryRecvError::Empty) => {
                     match tokio::time::timeout_at(deadline, queue.recv()).await {
-                        Ok(Some(pending)) => batch.push(pending),
+                        Ok(Some(pending)) => pending,
                         Ok(None) | Err(_) => break,
                     }
                 }
-            }
+            };
+            rows += next.readings.len();
+            batch.push(next);
         }
         flush(sink.as_mut(), &mut batch, &config, &metrics).await;
     }
@@ -180,58 +195,57 @@ async fn flush(
     metrics: &ServerMetrics,
 ) {
     let started = std::time::Instant::now();
-    let (replies, outcome) = match allocate(sink, batch.len()).await {
+    let count = batch.iter().map(|pending| pending.readings.len()).sum();
+    let mut replies = Vec::with_capacity(batch.len());
+    let outcome = match allocate(sink, count).await {
         Ok(ids) => {
-            let (replies, rows): (Vec<_>, Vec<_>) = batch
-                .drain(..)
-                .zip(ids)
-                .map(|(pending, id)| {
-                    let row = StoredReading {
+            let mut ids = ids.into_iter();
+            let mut rows = Vec::with_capacity(count);
+            for pending in batch.drain(..) {
+                replies.push((pending.reply, pending.readings.len()));
+                for ((at, reading), id) in pending.readings.into_iter().zip(&mut ids) {
+                    rows.push(StoredReading {
                         id,
                         device: pending.device,
-                        at: pending.at,
-                        reading: pending.reading,
-                    };
-                    (pending.reply, row)
-                })
-                .unzip();
-            let written = write_with_retries(sink, &rows, config, metrics).await;
-            let receipts = written.map(|()| {
-                rows.iter()
-                    .map(|row| Receipt {
-                        id: row.id,
-                        at: row.at,
-                    })
-                    .collect::<Vec<_>>()
-            });
-            (replies, receipts)
+                        at,
+                        reading,
+                    });
+                }
+            }
+            write_with_retries(sink, &rows, config, metrics)
+                .await
+                .map(|()| rows)
         }
-        Err(error) => (
-            batch.drain(..).map(|pending| pending.reply).collect(),
-            Err(error),
-        ),
+        Err(error) => {
+            replies.extend(batch.drain(..).map(|pending| (pending.reply, 0)));
+            Err(error)
+        }
     };
     match outcome {
-        Ok(receipts) => {
+        Ok(rows) => {
             let elapsed = started.elapsed();
-            metrics.batch_committed(receipts.len(), elapsed.as_micros() as u64);
+            metrics.batch_committed(rows.len(), elapsed.as_micros() as u64);
             if elapsed > SLOW_FLUSH {
                 tracing::warn!(
                     elapsed_ms = elapsed.as_millis() as u64,
-                    rows = receipts.len(),
+                    rows = rows.len(),
                     "slow batch flush"
                 );
             }
-            for (reply, receipt) in replies.into_iter().zip(receipts) {
-                // An upload whose client went away no longer listens; its row is stored all the same.
-                let _ = reply.send(Ok(receipt));
+            let mut receipts = rows.iter().map(|row| Receipt {
+                id: row.id,
+                at: row.at,
+            });
+            for (reply, taken) in replies {
+                // An upload whose client went away no longer listens; its rows are stored all the same.
+                let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
             }
         }
         Err(error) => {
             metrics.batch_failed();
-            tracing::error!(error = %crate::telemetry::chain(&error), rows = replies.len(), "batch not stored; uploads answered with 500");
+            tracing::error!(error = %crate::telemetry::chain(&error), uploads = replies.len(), "batch not stored; uploads answered with 500");
             let failure = WriteError::Failed(error.to_string());
-            for reply in replies {
+            for (reply, _) in replies {
                 let _ = reply.send(Err(failure.clone()));
             }
         }

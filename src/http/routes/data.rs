@@ -1,8 +1,13 @@
-//! `POST /data`: a device uploads one reading.
+//! `POST /data` and `POST /data/batch`: a device uploads one reading, or many at once.
+//!
+//! Both answer 201 only once every reading of the request is committed, and both key a reading
+//! that carries `measured_at` by (device, `measured_at`): uploading it again replaces it, so a
+//! device may retry an upload whose answer it never saw.
 
 use hyper::StatusCode;
+use serde::Serialize;
 
-use crate::domain::Reading;
+use crate::domain::{Reading, ReadingBatch};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::ReceiptView;
@@ -11,7 +16,7 @@ use crate::http::{authenticate, body, respond, Request, Response};
 /// Authenticates the device, parses the reading, and answers 201 once the batch writer committed it.
 pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let device = authenticate::device(&request, state).await?;
-    let body = body::json(request).await?;
+    let body = body::json(request, body::MAX_BODY).await?;
     let now = state.clock.now();
     let reading = Reading::parse(&body, now)?;
     let at = reading.measured_at.unwrap_or(now);
@@ -20,6 +25,36 @@ pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiE
         StatusCode::CREATED,
         &respond::Data {
             data: ReceiptView::from(&receipt),
+        },
+    )
+}
+
+/// The answer to a batch upload.
+#[derive(Debug, Serialize)]
+struct BatchReceiptView {
+    count: usize,
+    receipts: Vec<ReceiptView>,
+}
+
+/// Authenticates the device, parses every reading (all or nothing), and answers 201 once the
+/// whole batch is committed, receipts in request order.
+pub async fn upload_batch(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let device = authenticate::device(&request, state).await?;
+    let body = body::json(request, body::MAX_BATCH_BODY).await?;
+    let now = state.clock.now();
+    let readings = ReadingBatch::parse(&body, now)?
+        .into_readings()
+        .into_iter()
+        .map(|reading| (reading.measured_at.unwrap_or(now), reading))
+        .collect();
+    let receipts = state.writer.submit_all(device.id, readings).await?;
+    respond::json(
+        StatusCode::CREATED,
+        &respond::Data {
+            data: BatchReceiptView {
+                count: receipts.len(),
+                receipts: receipts.iter().map(ReceiptView::from).collect(),
+            },
         },
     )
 }
