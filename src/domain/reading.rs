@@ -150,7 +150,9 @@ fn parse_measured_at(
             In::Body,
             name,
             Code::Format,
-            format!("`{name}` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"),
+            format!(
+                "`{name}` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"
+            ),
         );
         return None;
     };

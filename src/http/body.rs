@@ -80,7 +80,11 @@ fn coding(request: &Request) -> Result<Coding, ApiError> {
     let mut coding = Coding::Identity;
     for value in request.headers().get_all(CONTENT_ENCODING) {
         let text = value.to_str().map_err(|_| ApiError::UnsupportedEncoding)?;
-        for name in text.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        for name in text
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+        {
             if name.eq_ignore_ascii_case("gzip") || name.eq_ignore_ascii_case("x-gzip") {
                 if coding == Coding::Gzip {
                     // Gzip twice is legal HTTP and never what a sensor means.

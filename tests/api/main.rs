@@ -9,6 +9,7 @@ mod backend {
 mod common;
 
 mod auth;
+mod batch;
 mod cli;
 mod current;
 mod custom;

@@ -18,6 +18,9 @@ mod common;
 #[path = "../api/auth.rs"]
 mod auth;
 #[cfg(airq_test_postgres)]
+#[path = "../api/batch.rs"]
+mod batch;
+#[cfg(airq_test_postgres)]
 #[path = "../api/current.rs"]
 mod current;
 #[cfg(airq_test_postgres)]

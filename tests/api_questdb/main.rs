@@ -19,6 +19,9 @@ mod common;
 #[path = "../api/auth.rs"]
 mod auth;
 #[cfg(airq_test_questdb)]
+#[path = "../api/batch.rs"]
+mod batch;
+#[cfg(airq_test_questdb)]
 #[path = "../api/current.rs"]
 mod current;
 #[cfg(airq_test_questdb)]

@@ -12,7 +12,9 @@
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
 mod device_store;
+mod ingest;
 mod reading_store;
+mod rollup;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -23,13 +25,17 @@ use rusqlite::Connection;
 use super::StoreError;
 
 pub use device_store::SqliteDevices;
-pub use reading_store::{SqliteReadingSink, SqliteReadings};
+pub use ingest::SqliteReadingSink;
+pub use reading_store::SqliteReadings;
 
-/// The schema, applied in order at every start; each statement is idempotent.
+/// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
+/// start applies the ones after it, each in a transaction with its count. (Databases from before
+/// the count had 1–3, which are idempotent, so they simply run again.)
 const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/001_devices.sql"),
     include_str!("../../../schema/sqlite/002_readings.sql"),
     include_str!("../../../schema/sqlite/003_backfill_daily_rollups.sql"),
+    include_str!("../../../schema/sqlite/004_append_first.sql"),
 ];
 
 /// Readers kept open for reuse; more may exist briefly under load.
@@ -63,10 +69,8 @@ impl Sqlite {
             source,
         })?;
         let path = data_dir.join(Self::FILE);
-        let writer = connect(&path, busy_timeout)?;
-        for script in SCHEMA {
-            writer.execute_batch(script)?;
-        }
+        let mut writer = connect(&path, busy_timeout)?;
+        migrate(&mut writer)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
         let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
@@ -100,6 +104,25 @@ impl Sqlite {
             result
         })
         .await?
+    }
+
+    /// Runs `work` in one read transaction (one consistent snapshot of the whole database) on a
+    /// reader connection, on the blocking pool.
+    pub async fn read_snapshot<T, F>(self: &Arc<Self>, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.read(|connection| {
+            let transaction = rusqlite::Transaction::new_unchecked(
+                connection,
+                rusqlite::TransactionBehavior::Deferred,
+            )?;
+            let result = work(&transaction)?;
+            transaction.commit()?;
+            Ok(result)
+        })
+        .await
     }
 
     /// Runs `work` on the writer connection, on the blocking pool.
@@ -173,6 +196,22 @@ impl Drop for Checkpointer {
     }
 }
 
+/// Applies the scripts the database has not had yet (see [`SCHEMA`]).
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let applied: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    for (index, script) in SCHEMA.iter().enumerate() {
+        let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
+        if version <= applied {
+            continue;
+        }
+        let transaction = connection.transaction()?;
+        transaction.execute_batch(script)?;
+        transaction.pragma_update(None, "user_version", version)?;
+        transaction.commit()?;
+    }
+    Ok(())
+}
+
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(busy_timeout)?;
@@ -198,4 +237,42 @@ pub(crate) fn to_micros(at: chrono::DateTime<chrono::Utc>) -> i64 {
 pub(crate) fn from_micros(micros: i64) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
     chrono::DateTime::from_timestamp_micros(micros)
         .ok_or_else(|| StoreError::Corrupt(format!("timestamp {micros} is out of range")))
+}
+
+/// A device as stored: its UUID's 16 bytes.
+pub(crate) fn device_bytes(device: crate::domain::DeviceUuid) -> [u8; 16] {
+    device.as_uuid().into_bytes()
+}
+
+/// Binds `values` to the placeholders from `first` on, integers as integers.
+pub(crate) fn bind_values(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    first: usize,
+    values: &crate::domain::Measurements,
+) -> rusqlite::Result<()> {
+    for (offset, (measure, value)) in values.iter().enumerate() {
+        if measure.is_integer() {
+            // Integral values (and sums of them) are exact in an f64.
+            statement.raw_bind_parameter(first + offset, value as i64)?;
+        } else {
+            statement.raw_bind_parameter(first + offset, value)?;
+        }
+    }
+    Ok(())
+}
+
+/// The values in the columns from `first` on, in [`crate::domain::Measure::ALL`] order.
+pub(crate) fn read_values(
+    row: &rusqlite::Row<'_>,
+    first: usize,
+) -> rusqlite::Result<crate::domain::Measurements> {
+    let mut values = crate::domain::Measurements::default();
+    for (offset, measure) in crate::domain::Measure::ALL.into_iter().enumerate() {
+        values[measure] = if measure.is_integer() {
+            row.get::<_, Option<i64>>(first + offset)?.unwrap_or(0) as f64
+        } else {
+            row.get::<_, Option<f64>>(first + offset)?.unwrap_or(0.0)
+        };
+    }
+    Ok(values)
 }

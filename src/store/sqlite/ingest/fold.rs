@@ -1,0 +1,275 @@
+//! The fold: derives everything device-keyed from the appended rows, behind the uploads.
+//!
+//! A thread of its own wakes when rows were appended (or every [`IDLE`]), and folds the rows past
+//! the watermark in transactions of at most [`CHUNK`] rows on the writer connection, releasing it
+//! between chunks so appends interleave. Each transaction moves the watermark together with what
+//! it derived, so a crash never folds a row twice or loses one.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{folded_id, LoggedRow, FOLDED_ID, LOGGED_COLUMNS};
+use crate::domain::Measure;
+use crate::store::sqlite::rollup::Deltas;
+use crate::store::sqlite::{from_micros, read_values, Sqlite};
+use crate::store::StoreError;
+
+/// Most rows folded in one transaction (the writer connection is held that long).
+const CHUNK: i64 = 8_192;
+/// How long the fold sleeps when nobody wakes it.
+const IDLE: Duration = Duration::from_millis(50);
+/// Pause after a failed fold before trying again.
+const RETRY: Duration = Duration::from_millis(200);
+
+/// What the fold thread and its owner share.
+#[derive(Debug)]
+struct Progress {
+    folded: AtomicI64,
+    stop: AtomicBool,
+}
+
+/// The fold thread; stops after folding everything when dropped.
+#[derive(Debug)]
+pub(super) struct Folder {
+    progress: Arc<Progress>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Folder {
+    /// Starts folding `db` from its stored watermark (rows a crash left unfolded included).
+    pub(super) fn start(db: Arc<Sqlite>) -> Result<Self, StoreError> {
+        let progress = Arc::new(Progress {
+            folded: AtomicI64::new(super::append::stored_folded_id(&db)?),
+            stop: AtomicBool::new(false),
+        });
+        let shared = Arc::clone(&progress);
+        let thread = std::thread::Builder::new()
+            .name("airq-fold".into())
+            .spawn(move || run(&db, &shared))
+            .map_err(StoreError::Thread)?;
+        Ok(Self {
+            progress,
+            thread: Some(thread),
+        })
+    }
+
+    /// The highest folded receipt id.
+    pub(super) fn folded(&self) -> i64 {
+        self.progress.folded.load(Ordering::Acquire)
+    }
+
+    /// Asks the fold to look for new rows now.
+    pub(super) fn wake(&self) {
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        self.progress.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            if thread.join().is_err() {
+                tracing::error!("the fold thread panicked");
+            }
+        }
+    }
+}
+
+fn run(db: &Sqlite, progress: &Progress) {
+    loop {
+        let stopping = progress.stop.load(Ordering::Acquire);
+        match db.write_blocking(fold_chunk) {
+            Ok(Some(folded)) => {
+                progress.folded.store(folded, Ordering::Release);
+                continue;
+            }
+            Ok(None) if stopping => break,
+            Ok(None) => std::thread::park_timeout(IDLE),
+            Err(error) if stopping => {
+                tracing::error!(error = %crate::telemetry::chain(&error), "final fold failed; the next start folds the rest");
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::chain(&error), "fold failed; retrying");
+                std::thread::sleep(RETRY);
+            }
+        }
+    }
+    tracing::debug!("fold stopped");
+}
+
+/// A reading that a keyed row takes the place of.
+struct Replaced {
+    id: i64,
+    values: crate::domain::Measurements,
+    located: bool,
+}
+
+/// Folds up to [`CHUNK`] rows past the watermark in one transaction; the new watermark, or
+/// `None` when there was nothing to fold.
+fn fold_chunk(connection: &mut Connection) -> Result<Option<i64>, StoreError> {
+    let transaction = connection.transaction()?;
+    let watermark = folded_id(&transaction)?;
+    let rows: Vec<LoggedRow> = transaction
+        .prepare_cached(&format!(
+            "SELECT {} FROM readings WHERE id > ?1 ORDER BY id LIMIT ?2",
+            *LOGGED_COLUMNS
+        ))?
+        .query_map(params![watermark, CHUNK], LoggedRow::read)?
+        .collect::<Result<_, _>>()?;
+    let Some(last) = rows.last().map(|row| row.id) else {
+        return Ok(None);
+    };
+    let mut find_key = transaction.prepare_cached(&format!(
+        "SELECT b.id, {}, r.lat IS NOT NULL FROM readings_by_device b JOIN readings r ON r.id = b.id \
+         WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
+        crate::store::columns::each(|name| format!("r.{name}"))
+    ))?;
+    let mut index = transaction.prepare_cached(
+        "INSERT INTO readings_by_device (device, at, dedup, id) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (device, at, dedup) DO UPDATE SET id = excluded.id",
+    )?;
+    let mut delete = transaction.prepare_cached("DELETE FROM readings WHERE id = ?1")?;
+    let mut deltas = Deltas::default();
+    let mut last_seen: HashMap<[u8; 16], i64> = HashMap::new();
+    let mut located: HashMap<[u8; 16], &LoggedRow> = HashMap::new();
+    let mut relocate: HashSet<[u8; 16]> = HashSet::new();
+    for row in &rows {
+        let at = from_micros(row.at)?;
+        if row.keyed {
+            let replaced = find_key
+                .query_row(params![row.device.as_slice(), row.at], |found| {
+                    Ok(Replaced {
+                        id: found.get(0)?,
+                        values: read_values(found, 1)?,
+                        located: found.get(1 + Measure::ALL.len())?,
+                    })
+                })
+                .optional()?;
+            if let Some(replaced) = replaced {
+                deltas.record(row.device, at, &replaced.values, -1);
+                delete.execute([replaced.id])?;
+                if replaced.located && row.location.is_none() {
+                    relocate.insert(row.device);
+                }
+            }
+        }
+        let dedup = if row.keyed { 0 } else { row.id };
+        index.execute(params![row.device.as_slice(), row.at, dedup, row.id])?;
+        deltas.record(row.device, at, &row.values, 1);
+        let seen = last_seen.entry(row.device).or_insert(row.at);
+        *seen = (*seen).max(row.at);
+        if row.location.is_some() {
+            let latest = located.entry(row.device).or_insert(row);
+            if row.at >= latest.at {
+                *latest = row;
+            }
+        }
+    }
+    drop((find_key, index, delete));
+    deltas.apply(&transaction)?;
+    advance_latest(&transaction, &last_seen, &located)?;
+    for device in relocate {
+        relocate_latest(&transaction, device)?;
+    }
+    transaction
+        .prepare_cached("INSERT INTO counters (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value")?
+        .execute(params![FOLDED_ID, last])?;
+    transaction.commit()?;
+    Ok(Some(last))
+}
+
+/// Moves each device's last contact and latest located sample forward.
+fn advance_latest(
+    connection: &Connection,
+    last_seen: &HashMap<[u8; 16], i64>,
+    located: &HashMap<[u8; 16], &LoggedRow>,
+) -> Result<(), StoreError> {
+    let mut upsert_located = connection.prepare_cached(
+        "INSERT INTO device_latest (device, last_seen, located_at, lat, lon, provider, aqi, pm2_5, temperature) \
+         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT (device) DO UPDATE SET located_at = excluded.located_at, lat = excluded.lat, \
+         lon = excluded.lon, provider = excluded.provider, aqi = excluded.aqi, pm2_5 = excluded.pm2_5, \
+         temperature = excluded.temperature \
+         WHERE located_at IS NULL OR excluded.located_at >= located_at",
+    )?;
+    for (device, row) in located {
+        if let Some((lat, lon, provider)) = &row.location {
+            upsert_located.execute(params![
+                device.as_slice(),
+                row.at,
+                lat,
+                lon,
+                provider,
+                row.values.aqi(),
+                row.values[Measure::Pm2_5],
+                row.values[Measure::Temperature],
+            ])?;
+        }
+    }
+    let mut upsert_seen = connection.prepare_cached(
+        "INSERT INTO device_latest (device, last_seen) VALUES (?1, ?2) \
+         ON CONFLICT (device) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+    )?;
+    for (device, at) in last_seen {
+        upsert_seen.execute(params![device.as_slice(), at])?;
+    }
+    Ok(())
+}
+
+/// Recomputes a device's latest located sample after a replacement took a location away.
+fn relocate_latest(connection: &Connection, device: [u8; 16]) -> Result<(), StoreError> {
+    let latest = connection
+        .prepare_cached(
+            "SELECT b.at, r.lat, r.lon, r.location_provider, r.aqi, r.pm2_5, r.temperature \
+             FROM readings_by_device b JOIN readings r ON r.id = b.id \
+             WHERE b.device = ?1 AND r.lat IS NOT NULL ORDER BY b.at DESC LIMIT 1",
+        )?
+        .query_row([device.as_slice()], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, f64>(1)?,
+                row.get::<_, f64>(2)?,
+                row.get::<_, String>(3)?,
+                row.get::<_, i64>(4)?,
+                row.get::<_, f64>(5)?,
+                row.get::<_, f64>(6)?,
+            ))
+        })
+        .optional()?;
+    let mut update = connection.prepare_cached(
+        "UPDATE device_latest SET located_at = ?2, lat = ?3, lon = ?4, provider = ?5, aqi = ?6, \
+         pm2_5 = ?7, temperature = ?8 WHERE device = ?1",
+    )?;
+    match latest {
+        Some((at, lat, lon, provider, aqi, pm2_5, temperature)) => update.execute(params![
+            device.as_slice(),
+            at,
+            lat,
+            lon,
+            provider,
+            aqi,
+            pm2_5,
+            temperature
+        ])?,
+        None => update.execute(params![
+            device.as_slice(),
+            None::<i64>,
+            None::<f64>,
+            None::<f64>,
+            None::<String>,
+            None::<i64>,
+            None::<f64>,
+            None::<f64>
+        ])?,
+    };
+    Ok(())
+}

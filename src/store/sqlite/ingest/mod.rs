@@ -1,0 +1,91 @@
+//! Append first, index behind: how the embedded store takes readings in.
+//!
+//! The batch writer's commit only **appends** the raw rows to `readings` (rowid = receipt id, so
+//! only the table's last pages change) and moves the id counter; the commit runs with
+//! `synchronous = FULL`, so once it returns the rows survive `kill -9` and power loss, and only
+//! then is the upload answered 201. Everything keyed by device is **folded** in behind, by a
+//! thread of its own, from the rows past the `folded_id` counter, in large transactions: the
+//! device index (`readings_by_device`), the quarter-hour and day rollups, `device_latest`, and the
+//! replacement of a reading by a later one with the same (device, `measured_at`).
+//!
+//! The rules:
+//! - **Nothing acknowledged is lost.** A row is committed before its 201; the fold only moves the
+//!   watermark in the same transaction as what it derived, so a crash anywhere leaves either the
+//!   row unfolded (folded again at the next start) or folded and counted once.
+//! - **Reads are exact and fresh.** Every read runs in one SQLite read transaction and merges what
+//!   the fold has not reached yet ([`tail`]): rows past the watermark are added, earlier readings
+//!   they replace are taken away. A read after a 201 includes its reading.
+//! - **The backlog is bounded.** When more than [`MAX_BACKLOG`] rows wait for the fold, the batch
+//!   writer waits for it before appending (and so do the uploads behind it).
+//! - **Shutdown folds everything.** The fold stops with the sink that owns it, after folding the
+//!   whole backlog.
+
+mod append;
+mod fold;
+pub(super) mod tail;
+
+use std::sync::LazyLock;
+
+use rusqlite::Row;
+
+use super::read_values;
+use crate::domain::Measurements;
+use crate::store::columns;
+
+pub use append::SqliteReadingSink;
+
+/// Unfolded rows after which appends wait for the fold.
+pub(crate) const MAX_BACKLOG: i64 = 200_000;
+/// The counter holding the highest folded receipt id.
+const FOLDED_ID: &str = "folded_id";
+
+/// The columns of `readings` that [`LoggedRow::read`] reads, in its order.
+static LOGGED_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "id, device, at, keyed, {}, lat, lon, location_provider",
+        columns::each(str::to_owned)
+    )
+});
+
+/// A raw row of `readings`, as the fold and the tail of reads see it.
+#[derive(Debug, Clone)]
+pub(super) struct LoggedRow {
+    pub(super) id: i64,
+    pub(super) device: [u8; 16],
+    /// Microseconds since the epoch.
+    pub(super) at: i64,
+    /// Whether (device, at) is the reading's key.
+    pub(super) keyed: bool,
+    pub(super) values: Measurements,
+    /// Latitude, longitude and provider.
+    pub(super) location: Option<(f64, f64, String)>,
+}
+
+impl LoggedRow {
+    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+        let device: Vec<u8> = row.get(1)?;
+        let values = read_values(row, 4)?;
+        let next = 4 + crate::domain::measure::COUNT;
+        let lat: Option<f64> = row.get(next)?;
+        let lon: Option<f64> = row.get(next + 1)?;
+        let provider: Option<String> = row.get(next + 2)?;
+        Ok(Self {
+            id: row.get(0)?,
+            device: device.try_into().unwrap_or_default(),
+            at: row.get(2)?,
+            keyed: row.get::<_, i64>(3)? != 0,
+            values,
+            location: match (lat, lon, provider) {
+                (Some(lat), Some(lon), Some(provider)) => Some((lat, lon, provider)),
+                _ => None,
+            },
+        })
+    }
+}
+
+/// The highest folded receipt id.
+pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i64> {
+    connection
+        .prepare_cached("SELECT coalesce(max(value), 0) FROM counters WHERE name = ?1")?
+        .query_row([FOLDED_ID], |row| row.get(0))
+}

@@ -1,0 +1,80 @@
+//! What reads add to the folded tables: the rows the fold has not reached yet.
+//!
+//! Read inside the same read transaction as the folded tables, so both describe one moment.
+//! Of the unfolded rows of the asked devices, a keyed row that a later unfolded row replaces is
+//! left out; and a folded reading that an unfolded keyed row replaces is listed, so a read takes
+//! it away from the folded sums.
+
+use std::collections::HashSet;
+use std::rc::Rc;
+
+use rusqlite::types::Value;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{folded_id, LoggedRow, LOGGED_COLUMNS};
+use crate::domain::Measurements;
+use crate::store::columns;
+use crate::store::sqlite::read_values;
+use crate::store::StoreError;
+
+/// A folded reading that an unfolded one replaces.
+#[derive(Debug, Clone)]
+pub(crate) struct Replaced {
+    /// Its time, microseconds.
+    pub(crate) at: i64,
+    /// Its values.
+    pub(crate) values: Measurements,
+}
+
+/// The unfolded part of the asked devices' readings.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    /// Unfolded rows that count (oldest first).
+    pub(crate) rows: Vec<LoggedRow>,
+    /// Folded readings that no longer count.
+    pub(crate) replaced: Vec<Replaced>,
+}
+
+impl Tail {
+    /// The tail of `devices` (an `rarray` value), in `connection`'s current transaction.
+    pub(crate) fn read(
+        connection: &Connection,
+        devices: &Rc<Vec<Value>>,
+    ) -> Result<Self, StoreError> {
+        let watermark = folded_id(connection)?;
+        let mut rows: Vec<LoggedRow> = connection
+            .prepare_cached(&format!(
+                "SELECT {} FROM readings WHERE id > ?1 AND device IN rarray(?2) ORDER BY id",
+                *LOGGED_COLUMNS
+            ))?
+            .query_map(params![watermark, Rc::clone(devices)], LoggedRow::read)?
+            .collect::<Result<_, _>>()?;
+        if rows.is_empty() {
+            return Ok(Self::default());
+        }
+        // Newest first: a keyed row whose key was already seen is replaced by that later row.
+        let mut keys = HashSet::new();
+        let mut superseded = HashSet::new();
+        for row in rows.iter().rev().filter(|row| row.keyed) {
+            if !keys.insert((row.device, row.at)) {
+                superseded.insert(row.id);
+            }
+        }
+        rows.retain(|row| !superseded.contains(&row.id));
+        let mut find = connection.prepare_cached(&format!(
+            "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
+             WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
+            columns::each(|name| format!("r.{name}"))
+        ))?;
+        let mut replaced = Vec::new();
+        for (device, at) in keys {
+            let values = find
+                .query_row(params![device.as_slice(), at], |row| read_values(row, 0))
+                .optional()?;
+            if let Some(values) = values {
+                replaced.push(Replaced { at, values });
+            }
+        }
+        Ok(Self { rows, replaced })
+    }
+}
