@@ -121,7 +121,7 @@ impl Application {
                 (None, _) => {
                     let db = sqlite()?;
                     (
-                        Box::new(SqliteReadingSink::open(Arc::clone(&db))?),
+                        Box::new(SqliteReadingSink::open(Arc::clone(&db), config.fold)?),
                         Arc::new(SqliteReadings::new(db)),
                     )
                 }

@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand};
 pub use crate::auth::OwnerAuth;
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
+pub use crate::store::sqlite::FoldConfig;
 
 /// `airq`: the air-quality backend.
 #[derive(Debug, Parser)]
@@ -99,6 +100,13 @@ pub struct ServeArgs {
     /// How long the embedded store waits for a lock held by another connection.
     #[arg(long, env = "AIRQ_SQLITE_BUSY_TIMEOUT_MS", default_value_t = 5000)]
     pub sqlite_busy_timeout_ms: u64,
+    /// The embedded store folds appended readings into its indexes and rollups at the latest
+    /// this long after the previous fold…
+    #[arg(long, env = "AIRQ_FOLD_INTERVAL_MS", default_value_t = 50)]
+    pub fold_interval_ms: u64,
+    /// …or as soon as this many readings wait to be folded.
+    #[arg(long, env = "AIRQ_FOLD_BATCH_ROWS", default_value_t = 2048, value_parser = clap::value_parser!(i64).range(1..))]
+    pub fold_batch_rows: i64,
     /// How long the public map is served from the cache.
     #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
     pub map_cache_ttl_ms: u64,
@@ -161,6 +169,8 @@ pub struct Config {
     pub batch: BatchConfig,
     /// SQLite lock wait.
     pub sqlite_busy_timeout: Duration,
+    /// When the embedded store folds.
+    pub fold: FoldConfig,
     /// Public map cache lifetime.
     pub map_cache_ttl: Duration,
 }
@@ -195,6 +205,10 @@ impl From<ServeArgs> for Config {
                 retry_backoff: Duration::from_millis(args.flush_retry_backoff_ms),
             },
             sqlite_busy_timeout: Duration::from_millis(args.sqlite_busy_timeout_ms),
+            fold: FoldConfig {
+                interval: Duration::from_millis(args.fold_interval_ms),
+                rows: args.fold_batch_rows,
+            },
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
         }
     }

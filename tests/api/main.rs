@@ -20,4 +20,5 @@ mod openapi;
 mod public;
 mod routes;
 mod sqlite_readings;
+mod unfolded;
 mod upload;

@@ -166,6 +166,12 @@ impl TestApp {
         app
     }
 
+    /// A process on an existing data directory (the embedded pair: a restart), with the
+    /// configuration adjusted first.
+    pub async fn spawn_in(data_dir: TempDir, configure: impl FnOnce(&mut Config)) -> Self {
+        Self::start(data_dir, None, None, configure).await
+    }
+
     /// A second process on the same device store (same PostgreSQL schema, same token secret),
     /// with a data directory of its own.
     pub async fn spawn_peer(&self) -> Self {

@@ -25,7 +25,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 pub use device_store::SqliteDevices;
-pub use ingest::SqliteReadingSink;
+pub use ingest::{FoldConfig, SqliteReadingSink};
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each

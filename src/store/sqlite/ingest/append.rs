@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::fold::Folder;
+use super::fold::{FoldConfig, Folder};
 use super::{folded_id, MAX_BACKLOG};
 use crate::domain::measure::COUNT;
 use crate::domain::{ReadingId, StoredReading};
@@ -25,11 +25,12 @@ pub struct SqliteReadingSink {
     db: Arc<Sqlite>,
     next_id: u64,
     folder: Folder,
+    fold_rows: i64,
 }
 
 impl SqliteReadingSink {
     /// A sink continuing the stored id sequence, with its fold started.
-    pub fn open(db: Arc<Sqlite>) -> Result<Self, StoreError> {
+    pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
         let next_id = db.write_blocking(|connection| {
             let counter: Option<i64> = connection
                 .query_row(
@@ -42,18 +43,23 @@ impl SqliteReadingSink {
                 connection.query_row("SELECT max(id) FROM readings", [], |row| row.get(0))?;
             Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
         })?;
-        let folder = Folder::start(Arc::clone(&db))?;
+        let folder = Folder::start(Arc::clone(&db), fold)?;
         Ok(Self {
             db,
             next_id: u64::try_from(next_id).unwrap_or(1),
             folder,
+            fold_rows: fold.rows.max(1),
         })
+    }
+
+    /// Rows appended and not folded yet (ids of failed batches count too: an upper bound).
+    fn backlog(&self) -> i64 {
+        i64::try_from(self.next_id).unwrap_or(i64::MAX) - 1 - self.folder.folded()
     }
 
     /// Waits while the fold is more than [`MAX_BACKLOG`] rows behind.
     async fn wait_for_room(&self) {
-        let appended = i64::try_from(self.next_id).unwrap_or(i64::MAX) - 1;
-        while appended - self.folder.folded() > MAX_BACKLOG {
+        while self.backlog() > MAX_BACKLOG {
             self.folder.wake();
             tokio::time::sleep(BACKLOG_POLL).await;
         }
@@ -89,7 +95,9 @@ impl ReadingSink for SqliteReadingSink {
             transaction.commit()?;
             Ok(())
         })?;
-        self.folder.wake();
+        if self.backlog() >= self.fold_rows {
+            self.folder.wake();
+        }
         Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! The fold: derives everything device-keyed from the appended rows, behind the uploads.
 //!
-//! A thread of its own wakes when rows were appended (or every [`IDLE`]), and folds the rows past
-//! the watermark in transactions of at most [`CHUNK`] rows on the writer connection, releasing it
-//! between chunks so appends interleave. Each transaction moves the watermark together with what
+//! A thread of its own folds the rows past the watermark once [`FoldConfig::rows`] of them wait
+//! or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on the writer
+//! connection, releasing it between chunks so appends interleave. Folding many rows at once is
+//! what makes it cheap: a device's samples in one chunk share their rollup rows and index pages. Each transaction moves the watermark together with what
 //! it derived, so a crash never folds a row twice or loses one.
 
 use std::collections::{HashMap, HashSet};
@@ -21,8 +22,15 @@ use crate::store::StoreError;
 
 /// Most rows folded in one transaction (the writer connection is held that long).
 const CHUNK: i64 = 8_192;
-/// How long the fold sleeps when nobody wakes it.
-const IDLE: Duration = Duration::from_millis(50);
+
+/// When the fold runs.
+#[derive(Debug, Clone, Copy)]
+pub struct FoldConfig {
+    /// Fold at the latest this long after the previous fold.
+    pub interval: Duration,
+    /// Fold as soon as this many rows wait.
+    pub rows: i64,
+}
 /// Pause after a failed fold before trying again.
 const RETRY: Duration = Duration::from_millis(200);
 
@@ -42,7 +50,7 @@ pub(super) struct Folder {
 
 impl Folder {
     /// Starts folding `db` from its stored watermark (rows a crash left unfolded included).
-    pub(super) fn start(db: Arc<Sqlite>) -> Result<Self, StoreError> {
+    pub(super) fn start(db: Arc<Sqlite>, config: FoldConfig) -> Result<Self, StoreError> {
         let progress = Arc::new(Progress {
             folded: AtomicI64::new(super::append::stored_folded_id(&db)?),
             stop: AtomicBool::new(false),
@@ -50,7 +58,7 @@ impl Folder {
         let shared = Arc::clone(&progress);
         let thread = std::thread::Builder::new()
             .name("airq-fold".into())
-            .spawn(move || run(&db, &shared))
+            .spawn(move || run(&db, &shared, config))
             .map_err(StoreError::Thread)?;
         Ok(Self {
             progress,
@@ -83,7 +91,7 @@ impl Drop for Folder {
     }
 }
 
-fn run(db: &Sqlite, progress: &Progress) {
+fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
     loop {
         let stopping = progress.stop.load(Ordering::Acquire);
         match db.write_blocking(fold_chunk) {
@@ -92,7 +100,8 @@ fn run(db: &Sqlite, progress: &Progress) {
                 continue;
             }
             Ok(None) if stopping => break,
-            Ok(None) => std::thread::park_timeout(IDLE),
+            // Woken early by the sink once `rows` wait, or by the stop.
+            Ok(None) => std::thread::park_timeout(config.interval),
             Err(error) if stopping => {
                 tracing::error!(error = %crate::telemetry::chain(&error), "final fold failed; the next start folds the rest");
                 break;

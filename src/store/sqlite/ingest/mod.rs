@@ -33,6 +33,7 @@ use crate::domain::Measurements;
 use crate::store::columns;
 
 pub use append::SqliteReadingSink;
+pub use fold::FoldConfig;
 
 /// Unfolded rows after which appends wait for the fold.
 pub(crate) const MAX_BACKLOG: i64 = 200_000;
