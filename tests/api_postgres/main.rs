@@ -45,9 +45,6 @@ mod public;
 #[path = "../api/sqlite_readings.rs"]
 mod sqlite_readings;
 #[cfg(airq_test_postgres)]
-#[path = "../api/unfolded.rs"]
-mod unfolded;
-#[cfg(airq_test_postgres)]
 #[path = "../api/upload.rs"]
 mod upload;
 
