@@ -108,7 +108,7 @@ impl Application {
                         questdb.table.clone(),
                         pool.clone(),
                         reads.clone(),
-                    );
+                    )?;
                     let readings = QuestDbReadings::new(reads, questdb.table.clone());
                     (Box::new(sink), Arc::new(readings))
                 }

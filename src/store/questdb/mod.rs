@@ -1,8 +1,9 @@
 //! The production reading store: QuestDB, written over ILP/HTTP, read over PG wire.
 //!
 //! - [`QuestDbSink`] is the batch writer's sink: each batch is one transactional ILP/HTTP flush
-//!   into a WAL table with deduplication on `(at, id)`, so a retry after an uncertain failure
-//!   never duplicates. Receipt ids come in blocks from a PostgreSQL sequence shared by every
+//!   into a WAL table with deduplication on `(at, device, dedup)` (`dedup` 0 for a reading keyed
+//!   by its `measured_at`, its receipt id otherwise), so a re-sent reading replaces the stored one
+//!   and a retry after an uncertain failure never duplicates. Receipt ids come in blocks from a PostgreSQL sequence shared by every
 //!   process. After a flush the sink waits (bounded) until QuestDB has applied the WAL, so a 201
 //!   is followed by reads that see the reading.
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
@@ -20,7 +21,12 @@ use super::StoreError;
 pub use reading_store::QuestDbReadings;
 pub use sink::QuestDbSink;
 
-const SCHEMA: &str = include_str!("../../../schema/questdb/001_readings.sql");
+/// The schema files, in order; a file's statements are separated by blank lines, and an
+/// `ALTER TABLE … ADD COLUMN name …` runs only when the column is missing.
+const SCHEMA: &[&str] = &[
+    include_str!("../../../schema/questdb/001_readings.sql"),
+    include_str!("../../../schema/questdb/002_dedup_by_measured_at.sql"),
+];
 
 /// Connections to QuestDB's PG wire kept by one process.
 const POOL_SIZE: usize = 8;
@@ -73,10 +79,44 @@ impl std::fmt::Display for TableName {
 pub async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
     let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
-    client
-        .simple_query(&SCHEMA.replace("{table}", config.table.as_str()))
-        .await?;
+    let table = config.table.as_str();
+    for file in SCHEMA {
+        for statement in file.split("\n\n") {
+            let sql: String = statement
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+                .replace("{table}", table);
+            if sql.trim().is_empty() {
+                continue;
+            }
+            if let Some(column) = added_column(&sql) {
+                let exists = client
+                    .query(
+                        format!("SELECT \"column\" FROM table_columns('{table}')").as_str(),
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .any(|row| row.get::<_, String>(0) == column);
+                if exists {
+                    continue;
+                }
+            }
+            client.simple_query(&sql).await?;
+        }
+    }
     Ok(pool)
+}
+
+/// The column an `ALTER TABLE … ADD COLUMN name type` statement adds.
+fn added_column(sql: &str) -> Option<&str> {
+    let words: Vec<&str> = sql.split_whitespace().collect();
+    let at = words.windows(2).position(|pair| {
+        pair[0].eq_ignore_ascii_case("ADD") && pair[1].eq_ignore_ascii_case("COLUMN")
+    })?;
+    words.get(at + 2).copied()
 }
 
 /// A QuestDB timestamp literal for an instant (microsecond precision, UTC).

@@ -25,6 +25,9 @@ pub struct QuestDbSink {
     next: u64,
     end: u64,
     reads: Pool,
+    /// The server's runtime: PG-wire connections are driven there, never on the writer thread's
+    /// own runtime, which blocks during ILP flushes (and has no IO driver).
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for QuestDbSink {
@@ -37,9 +40,12 @@ impl std::fmt::Debug for QuestDbSink {
 
 impl QuestDbSink {
     /// A sink writing to `table` through the ILP configuration `ilp`, taking ids from the
-    /// PostgreSQL pool `ids` and checking visibility through the PG-wire pool `reads`.
-    pub fn new(ilp: String, table: TableName, ids: Pool, reads: Pool) -> Self {
-        Self {
+    /// PostgreSQL pool `ids` and checking visibility through the PG-wire pool `reads`; both pools
+    /// are used on the runtime this is called from.
+    pub fn new(ilp: String, table: TableName, ids: Pool, reads: Pool) -> Result<Self, StoreError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| StoreError::Config("the QuestDB sink needs a runtime".into()))?;
+        Ok(Self {
             ilp,
             table,
             sender: None,
@@ -48,7 +54,8 @@ impl QuestDbSink {
             next: 0,
             end: 0,
             reads,
-        }
+            runtime,
+        })
     }
 
     fn fill(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
@@ -68,7 +75,10 @@ impl QuestDbSink {
             if let Some(location) = &reading.location {
                 buffer.symbol("location_provider", &location.provider)?;
             }
-            buffer.column_i64("id", i64::try_from(row.id.get()).unwrap_or(i64::MAX))?;
+            let id = i64::try_from(row.id.get()).unwrap_or(i64::MAX);
+            // The upsert key with `at` and `device`: one row per `measured_at`, else per receipt.
+            let dedup = if reading.measured_at.is_some() { 0 } else { id };
+            buffer.column_i64("id", id)?.column_i64("dedup", dedup)?;
             for (measure, value) in reading.values.iter() {
                 if measure.is_integer() {
                     buffer.column_i64(measure.name(), value as i64)?;
@@ -101,24 +111,29 @@ impl QuestDbSink {
     /// Waits until QuestDB has applied every committed WAL transaction of the table (bounded:
     /// the data is durable either way, this only makes it readable before the 201).
     async fn await_visibility(&self) -> Result<(), StoreError> {
-        let client = self.reads.get().await?;
+        let pool = self.reads.clone();
         let query = format!(
             "SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{}'",
             self.table
         );
-        let deadline = tokio::time::Instant::now() + VISIBILITY_WAIT;
-        loop {
-            let row = client.query_opt(query.as_str(), &[]).await?;
-            let applied = row.is_none_or(|row| {
-                let writer: Option<i64> = row.get(0);
-                let sequencer: Option<i64> = row.get(1);
-                writer >= sequencer
-            });
-            if applied || tokio::time::Instant::now() >= deadline {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+        let deadline = std::time::Instant::now() + VISIBILITY_WAIT;
+        self.runtime
+            .spawn(async move {
+                let client = pool.get().await?;
+                loop {
+                    let row = client.query_opt(query.as_str(), &[]).await?;
+                    let applied = row.is_none_or(|row| {
+                        let writer: Option<i64> = row.get(0);
+                        let sequencer: Option<i64> = row.get(1);
+                        writer >= sequencer
+                    });
+                    if applied || std::time::Instant::now() >= deadline {
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+            .await?
     }
 }
 
@@ -128,11 +143,17 @@ impl ReadingSink for QuestDbSink {
         let mut ids = Vec::with_capacity(count);
         while ids.len() < count {
             if self.next >= self.end {
-                let client = self.ids.get().await?;
-                let start: i64 = client
-                    .query_one("SELECT nextval('reading_ids')", &[])
-                    .await?
-                    .get(0);
+                let pool = self.ids.clone();
+                let start: i64 = self
+                    .runtime
+                    .spawn(async move {
+                        let client = pool.get().await?;
+                        let row = client
+                            .query_one("SELECT nextval('reading_ids')", &[])
+                            .await?;
+                        Ok::<_, StoreError>(row.get(0))
+                    })
+                    .await??;
                 self.next = u64::try_from(start).unwrap_or(0);
                 self.end = self.next + ID_BLOCK;
             }
