@@ -34,6 +34,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Print a bearer token for OWNER, signed by the data dir's local issuer.
     Token(TokenArgs),
+    /// Exit 0 when the server on --listen answers `GET /readyz` with 200 in time (for container
+    /// health checks); otherwise exit 1 with the reason on stderr.
+    Healthcheck(crate::healthcheck::HealthcheckArgs),
 }
 
 /// Flags of `airq serve`.

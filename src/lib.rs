@@ -31,6 +31,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod domain;
+pub mod healthcheck;
 pub mod http;
 pub mod metrics;
 pub mod read;

@@ -1,4 +1,4 @@
-//! The `airq` binary: `airq serve` (the default) and `airq token OWNER`.
+//! The `airq` binary: `airq serve` (the default), `airq token OWNER` and `airq healthcheck`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Some(Command::Token(args)) => token(&args),
         Some(Command::Serve(args)) => serve(*args),
+        Some(Command::Healthcheck(args)) => airq::healthcheck::run(&args).map_err(Into::into),
         None => serve(cli.serve),
     };
     match outcome {

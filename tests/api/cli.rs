@@ -1,8 +1,9 @@
-//! `airq token OWNER`: a bearer token from the data dir's local issuer, alone on stdout.
+//! The CLI: `airq token OWNER` (a bearer token from the data dir's local issuer, alone on stdout),
+//! flags `airq serve` refuses, and `airq healthcheck` (exit 0 only when `/readyz` answers 200).
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -361,4 +362,116 @@ fn a_truncated_token_secret_is_refused_instead_of_replaced() {
         b"short",
         "the secret is left for the operator to inspect"
     );
+}
+
+/// `airq healthcheck ARGS` run beside the test's runtime, so an in-process server keeps answering.
+async fn healthcheck(args: &[&str], listen_env: Option<&str>) -> Output {
+    let cwd = tempfile::tempdir().expect("temporary dir");
+    let mut command = airq(cwd.path(), &[&["healthcheck"], args].concat());
+    if let Some(listen) = listen_env {
+        command.env("AIRQ_LISTEN", listen);
+    }
+    tokio::task::spawn_blocking(move || run(command))
+        .await
+        .expect("the check ran")
+}
+
+/// The `host:port` a test server listens on.
+fn address_of(app: &TestApp) -> &str {
+    app.base.strip_prefix("http://").expect("an http base URL")
+}
+
+/// A failed check: exit 1, nothing on stdout, one line on stderr that contains `reason`.
+fn assert_unhealthy(output: &Output, reason: &str) {
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.contains(reason), "stderr says {reason:?}: {stderr}");
+}
+
+/// A port that nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("local address").port()
+}
+
+/// A server on a free port that reads one request and answers `response` (or nothing at all when
+/// it is `None`, holding the connection open for `hold`).
+fn canned_server(response: Option<&'static str>, hold: Duration) -> String {
+    use std::io::{Read as _, Write as _};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("local address").to_string();
+    std::thread::spawn(move || {
+        if let Ok((mut stream, _)) = listener.accept() {
+            let mut request = [0_u8; 1024];
+            let _ = stream.read(&mut request);
+            match response {
+                Some(response) => {
+                    let _ = stream.write_all(response.as_bytes());
+                }
+                None => std::thread::sleep(hold),
+            }
+        }
+    });
+    address
+}
+
+#[tokio::test]
+async fn healthcheck_exits_0_when_the_server_is_ready() {
+    let app = TestApp::spawn().await;
+    let output = healthcheck(&["--listen", address_of(&app)], None).await;
+    assert!(output.status.success(), "{output:?}");
+    assert!(output.stdout.is_empty() && output.stderr.is_empty());
+}
+
+#[tokio::test]
+async fn healthcheck_reads_airq_listen_and_reaches_an_unspecified_address_over_loopback() {
+    let app = TestApp::spawn().await;
+    let port = address_of(&app).rsplit_once(':').expect("a port").1;
+    let output = healthcheck(&[], Some(&format!("0.0.0.0:{port}"))).await;
+    assert!(output.status.success(), "{output:?}");
+}
+
+#[tokio::test]
+async fn healthcheck_fails_on_a_closed_port() {
+    let address = format!("127.0.0.1:{}", closed_port());
+    let output = healthcheck(&["--listen", &address], None).await;
+    assert_unhealthy(&output, &format!("cannot connect to {address}"));
+}
+
+#[tokio::test]
+async fn healthcheck_fails_when_readyz_is_not_200_and_quotes_the_problem() {
+    let address = canned_server(
+        Some(concat!(
+            "HTTP/1.1 503 Service Unavailable\r\n",
+            "Content-Type: application/problem+json\r\n",
+            "Content-Length: 70\r\n",
+            "Connection: close\r\n\r\n",
+            r#"{"type":"about:blank","status":503,"detail":"QuestDB does not answer"}"#,
+        )),
+        Duration::ZERO,
+    );
+    let output = healthcheck(&["--listen", &address], None).await;
+    assert_unhealthy(&output, "503 Service Unavailable: QuestDB does not answer");
+}
+
+#[tokio::test]
+async fn healthcheck_gives_up_after_its_timeout() {
+    let address = canned_server(None, Duration::from_secs(10));
+    let started = std::time::Instant::now();
+    let output = healthcheck(&["--listen", &address, "--timeout", "300ms"], None).await;
+    assert_unhealthy(&output, "no answer");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "gave up after {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn healthcheck_refuses_port_0() {
+    let output = healthcheck(&["--listen", "0.0.0.0:0"], None).await;
+    assert_unhealthy(&output, "port 0");
 }
