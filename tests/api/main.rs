@@ -14,6 +14,7 @@ mod current;
 mod custom;
 mod devices;
 mod errors;
+mod examples;
 mod historical;
 mod openapi;
 mod public;
