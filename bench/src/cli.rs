@@ -32,6 +32,8 @@ pub enum Command {
     Ceiling(CeilingArgs),
     /// Register a fleet, drive uploads (closed or open loop), check that nothing acknowledged was lost.
     Uploads(UploadArgs),
+    /// Like `uploads`, through `POST /api/v1/data/batch`: --batch-size readings per request.
+    Batch(BatchArgs),
     /// Owner reads (current, every timeline, custom ranges) and map polling, per endpoint;
     /// optionally under an upload load.
     Reads(ReadArgs),
@@ -133,6 +135,23 @@ pub struct UploadArgs {
     pub fleet: FleetArgs,
     #[command(flatten)]
     pub load: LoadArgs,
+    /// How stored readings are counted for the loss check.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `batch`.
+#[derive(Debug, Clone, Args)]
+pub struct BatchArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Readings per request (the server takes 1 to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub batch_size: usize,
     /// How stored readings are counted for the loss check.
     #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
     pub verify: VerifyMode,
@@ -282,6 +301,7 @@ mod tests {
         for args in [
             &["airq-bench", "ceiling"][..],
             &["airq-bench", "uploads", "-n", "200", "-d", "5"],
+            &["airq-bench", "batch", "--batch-size", "500"],
             &["airq-bench", "reads", "--with-uploads", "500"],
             &["airq-bench", "seed", "-m", "2", "--days", "1"],
             &["airq-bench", "rss", "--pid", "1"],
