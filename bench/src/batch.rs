@@ -21,11 +21,12 @@ use serde_json::{json, Value};
 
 use crate::cli::BatchArgs;
 use crate::client::{Answer, Body, Target};
-use crate::fleet::{load_or_register, owner_token, Fleet};
+use crate::fleet::Fleet;
 use crate::generator::UploadWorkload;
 use crate::load::Workload;
-use crate::verify::{Counter, Verdict};
-use crate::{rss, server_metrics, uploads, BoxError};
+use crate::uploads::Setup;
+use crate::verify::Verdict;
+use crate::{rss, server_metrics, BoxError};
 
 /// The server's limit of readings per batch.
 pub const MAX_BATCH: usize = 1000;
@@ -154,31 +155,16 @@ impl Workload for BatchWorkload {
 /// Runs the scenario and prints its summary.
 pub async fn run(args: &BatchArgs) -> Result<Value, BoxError> {
     let started_at = Utc::now();
-    let target = Target::parse(&args.target.target).await?;
-    let token = owner_token(
-        args.target.token.as_deref(),
-        &args.target.data_dir,
-        &args.fleet.owner,
-    )?;
-    let obtained = load_or_register(
-        &target,
-        &token,
-        args.fleet.fleet.as_ref(),
-        &uploads::registration(&args.fleet, &args.load, "gateway"),
+    let setup = Setup::new(
+        &args.target,
+        &args.fleet,
+        &args.load,
+        args.verify,
+        "gateway",
     )
     .await?;
-    let fleet = &obtained.fleet;
-    let counter = Counter::resolve(args.verify, &args.target.data_dir, &token);
-    let before = if obtained.registered {
-        None
-    } else {
-        counter.count(&target, &fleet.devices).await?
-    };
-    if !obtained.registered && matches!(counter, Counter::Api(_)) {
-        eprintln!(
-            "warning: the API loss check counts the last hour's samples; with a reused fleet it is exact only if the fleet uploaded nothing in the hour before this run"
-        );
-    }
+    let target = &setup.target;
+    let obtained = &setup.obtained;
 
     let plan = args.load.plan(&format!(
         "batch: POST /api/v1/data/batch, {} readings each",
@@ -190,7 +176,7 @@ pub async fn run(args: &BatchArgs) -> Result<Value, BoxError> {
     )?;
     let workload = Arc::new(BatchWorkload::new(
         target.clone(),
-        fleet,
+        &obtained.fleet,
         args.load.location_share,
         args.batch_size,
         started_at - TimeDelta::minutes(5),
@@ -200,17 +186,10 @@ pub async fn run(args: &BatchArgs) -> Result<Value, BoxError> {
         summary,
         batches,
         memory,
-    } = server_metrics::measured_run(&target, Arc::clone(&workload), &plan, sampler).await;
+    } = server_metrics::measured_run(target, Arc::clone(&workload), &plan, sampler).await;
     let acks = workload.acks();
     let acknowledged: u64 = acks.iter().sum();
-    let verdict = counter.count(&target, &fleet.devices).await?.map(|after| {
-        Verdict::compare(
-            counter.name(),
-            &acks,
-            before.as_deref().unwrap_or(&[]),
-            &after,
-        )
-    });
+    let verdict = setup.verdict(&acks).await?;
     let readings_per_s = acknowledged as f64 / summary.elapsed.as_secs_f64().max(1e-9);
 
     println!("{}", summary.render());

@@ -21,13 +21,13 @@ use hyper::{Request, StatusCode};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::cli::{secs, KillArgs};
+use crate::cli::{secs, KillArgs, TargetArgs};
 use crate::client::{Answer, Body, Failure, Lane, Target};
-use crate::fleet::{load_or_register, owner_token};
 use crate::generator::UploadWorkload;
 use crate::load::Workload;
-use crate::verify::{Counter, Verdict};
-use crate::{load, uploads, BoxError};
+use crate::uploads::Setup;
+use crate::verify::Verdict;
+use crate::{load, server_metrics, BoxError};
 
 /// How to start the server.
 #[derive(Debug, Clone)]
@@ -290,24 +290,22 @@ pub async fn run(args: &KillArgs) -> Result<Value, BoxError> {
         first_ready.as_secs_f64(),
         log.display()
     );
-    let token = owner_token(None, &args.data_dir, &args.fleet.owner)?;
-    let obtained = load_or_register(
-        &target,
-        &token,
-        args.fleet.fleet.as_ref(),
-        &uploads::registration(&args.fleet, &args.load, "crash"),
-    )
-    .await?;
-    let fleet = &obtained.fleet;
-    let counter = Counter::resolve(args.verify, &args.data_dir, &token);
-    let before = if obtained.registered {
-        None
-    } else {
-        counter.count(&target, &fleet.devices).await?
+    let target_args = TargetArgs {
+        target: args.target.clone(),
+        data_dir: args.data_dir.clone(),
+        token: None,
+        server_pid: None,
     };
+    let setup = Setup::new(&target_args, &args.fleet, &args.load, args.verify, "crash").await?;
+    let obtained = &setup.obtained;
 
     let workload = Arc::new(Tracked {
-        uploads: UploadWorkload::new(target.clone(), fleet, args.load.location_share, None)?,
+        uploads: UploadWorkload::new(
+            target.clone(),
+            &obtained.fleet,
+            args.load.location_share,
+            None,
+        )?,
         issued: AtomicU64::new(0),
         finished: AtomicU64::new(0),
     });
@@ -366,18 +364,8 @@ pub async fn run(args: &KillArgs) -> Result<Value, BoxError> {
         crashes
     );
     let crashes = crashes?;
-    if summary.recorder.unanswered() > 0 {
-        // A request the client gave up on may still be committed: let it land before counting.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-    let verdict = counter.count(&target, &fleet.devices).await?.map(|after| {
-        Verdict::compare(
-            counter.name(),
-            &workload.uploads.acks(),
-            before.as_deref().unwrap_or(&[]),
-            &after,
-        )
-    });
+    server_metrics::settle(&summary).await;
+    let verdict = setup.verdict(&workload.uploads.acks()).await?;
     let stopped = server.stop().await?;
 
     println!("{}", summary.render());
