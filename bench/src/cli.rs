@@ -32,6 +32,11 @@ pub enum Command {
     Ceiling(CeilingArgs),
     /// Register a fleet, drive uploads (closed or open loop), check that nothing acknowledged was lost.
     Uploads(UploadArgs),
+    /// Like `uploads`, through `POST /api/v1/data/batch`: --batch-size readings per request.
+    Batch(BatchArgs),
+    /// Start the server, upload, SIGKILL it mid-run, restart it on the same data dir, finish the
+    /// run, then check that every acknowledged reading is stored.
+    Kill(KillArgs),
     /// Owner reads (current, every timeline, custom ranges) and map polling, per endpoint;
     /// optionally under an upload load.
     Reads(ReadArgs),
@@ -129,6 +134,59 @@ pub struct FleetArgs {
 pub struct UploadArgs {
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// How stored readings are counted for the loss check.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `batch`.
+#[derive(Debug, Clone, Args)]
+pub struct BatchArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub fleet: FleetArgs,
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// Readings per request (the server takes 1 to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub batch_size: usize,
+    /// How stored readings are counted for the loss check.
+    #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
+    pub verify: VerifyMode,
+}
+
+/// `kill`.
+#[derive(Debug, Clone, Args)]
+pub struct KillArgs {
+    /// Where the server listens (it is started with `--listen` set to this host and port);
+    /// loopback addresses only, and nothing may listen there yet.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    pub target: String,
+    /// The server's data directory (created if missing), kept across the restart.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// The server binary (a release build for meaningful timings).
+    #[arg(long, default_value = "target/release/airq")]
+    pub server_bin: PathBuf,
+    /// One more argument for the server, after `--listen` and `--data-dir` (repeatable).
+    /// `AIRQ_*` variables of this environment reach the server too.
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+    /// The server's stderr goes to this file (appended); default `<data-dir>/bench-server.log`.
+    #[arg(long)]
+    pub server_log: Option<PathBuf>,
+    /// Seconds into the run at which the server gets SIGKILL; a comma-separated list kills it
+    /// several times (each time it is restarted).
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    pub kill_after: Vec<f64>,
+    /// Seconds the restarted server may take to answer `/readyz` with 200.
+    #[arg(long, default_value_t = 30.0)]
+    pub ready_timeout: f64,
     #[command(flatten)]
     pub fleet: FleetArgs,
     #[command(flatten)]
@@ -282,6 +340,22 @@ mod tests {
         for args in [
             &["airq-bench", "ceiling"][..],
             &["airq-bench", "uploads", "-n", "200", "-d", "5"],
+            &["airq-bench", "batch", "--batch-size", "500"],
+            &[
+                "airq-bench",
+                "kill",
+                "--data-dir",
+                "/tmp/x",
+                "--kill-after",
+                "2,4",
+            ],
+            &[
+                "airq-bench",
+                "kill",
+                "--data-dir",
+                "/tmp/x",
+                "--server-arg=--batch-max-rows=64",
+            ],
             &["airq-bench", "reads", "--with-uploads", "500"],
             &["airq-bench", "seed", "-m", "2", "--days", "1"],
             &["airq-bench", "rss", "--pid", "1"],

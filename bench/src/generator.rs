@@ -166,11 +166,27 @@ impl UploadWorkload {
 
     /// The body of request `index` for device `device`, in round `round`.
     fn body(&self, index: u64, device: usize, round: u64) -> String {
-        let profile = &self.profiles[device];
-        let mut rng = Rng::new(index.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED);
         let at = self
             .schedule
             .map(|schedule| schedule.start + schedule.step * i32::try_from(round).unwrap_or(0));
+        let mut body = String::with_capacity(320);
+        self.write_reading(&mut body, index, device, round == 0, at);
+        body
+    }
+
+    /// Appends one reading of device `device` to `out`: values from the random stream `seed`,
+    /// located when `first` (or by chance), stamped `at` when given (whole seconds print
+    /// without a fraction, finer instants with as many digits as they need).
+    pub fn write_reading(
+        &self,
+        out: &mut String,
+        seed: u64,
+        device: usize,
+        first: bool,
+        at: Option<DateTime<Utc>>,
+    ) {
+        let profile = &self.profiles[device];
+        let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED);
         // Hour of day (UTC) drives a daily cycle when the measurement time is known.
         let hour = at.map(|at| at.timestamp().rem_euclid(86_400) as f64 / 3600.0);
         let cycle = |peak: f64| {
@@ -188,32 +204,49 @@ impl UploadWorkload {
         } else {
             temperature
         };
-        let mut body = String::with_capacity(320);
         let _ = write!(
-            body,
+            out,
             "{{\"aqi\":{},\"pms_data\":{{\"pm1_0\":{pm1_0:.1},\"pm2_5\":{pm2_5:.1},\"pm10_0\":{pm10_0:.1},\"provider\":\"{}\"}},\
              \"temperature_data\":{{\"temperature\":{temperature:.1},\"heat_index\":{heat_index:.1},\"humidity\":{humidity:.1},\"provider\":\"{}\"}}",
             aqi_of(pm2_5),
             profile.pms_provider,
             profile.climate_provider,
         );
-        if round == 0 || rng.unit() < self.location_share {
+        if first || rng.unit() < self.location_share {
             let lat = (profile.home.0 + rng.range(-0.001, 0.001)).clamp(-90.0, 90.0);
             let lon = (profile.home.1 + rng.range(-0.001, 0.001)).clamp(-180.0, 180.0);
             let _ = write!(
-                body,
+                out,
                 ",\"location\":{{\"lat\":{lat:.5},\"lon\":{lon:.5},\"provider\":\"phone-gps\"}}"
             );
         }
         if let Some(at) = at {
             let _ = write!(
-                body,
+                out,
                 ",\"measured_at\":\"{}\"",
-                at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                at.to_rfc3339_opts(SecondsFormat::AutoSi, true)
             );
         }
-        body.push('}');
-        body
+        out.push('}');
+    }
+
+    /// The target the requests go to.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Devices in the fleet.
+    pub fn devices(&self) -> usize {
+        self.profiles.len()
+    }
+
+    /// The credential headers of device `device`.
+    pub fn credentials(&self, device: usize) -> [(HeaderName, HeaderValue); 2] {
+        let profile = &self.profiles[device];
+        [
+            (DEVICE_ID, profile.id_header.clone()),
+            (DEVICE_KEY, profile.key_header.clone()),
+        ]
     }
 }
 
@@ -222,16 +255,10 @@ impl Workload for UploadWorkload {
         let devices = self.profiles.len() as u64;
         let device = (index % devices) as usize;
         let round = index / devices;
-        let profile = &self.profiles[device];
         let body = self.body(index, device, round);
-        let request = self.target.post_json(
-            "/api/v1/data",
-            Bytes::from(body),
-            &[
-                (DEVICE_ID, profile.id_header.clone()),
-                (DEVICE_KEY, profile.key_header.clone()),
-            ],
-        );
+        let request =
+            self.target
+                .post_json("/api/v1/data", Bytes::from(body), &self.credentials(device));
         Some((request, device as u32))
     }
 

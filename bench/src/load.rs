@@ -28,6 +28,9 @@ pub trait Workload: Send + Sync + 'static {
 
     /// Sees every answer (after it was recorded).
     fn observe(&self, _tag: u32, _answer: &Answer) {}
+
+    /// Sees every request that got no answer (after it was recorded).
+    fn failed(&self, _tag: u32, _failure: Failure) {}
 }
 
 /// How to send it.
@@ -213,6 +216,7 @@ async fn worker<W: Workload>(
             }
             Err(failure) => {
                 recorder.failure(failure);
+                workload.failed(tag, failure);
                 if failure == Failure::Connect {
                     // The server is not there (yet): do not spin.
                     tokio::time::sleep(Duration::from_millis(50)).await;

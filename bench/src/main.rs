@@ -1,20 +1,24 @@
 //! `airq-bench`: the fleet benchmark of airq.
 //!
 //! It plays the three users of the design card against a running server on this machine: a sensor
-//! fleet uploading (`uploads`), owners reading timelines and widgets polling the map (`reads`),
-//! with history loaded beforehand (`seed`). `ceiling` measures what bare HTTP allows with the same
-//! generator, so upload throughput can be stated as a share of it; `rss` watches the server's
-//! memory. Every scenario prints a summary and, with `--json FILE`, writes its figures as JSON.
+//! fleet uploading (`uploads`, or in batches `batch`), owners reading timelines and widgets
+//! polling the map (`reads`), with history loaded beforehand (`seed`). `ceiling` measures what
+//! bare HTTP allows with the same generator, so upload throughput can be stated as a share of it;
+//! `rss` watches the server's memory; `kill` crashes a server it started, mid-run, and checks
+//! that no acknowledged reading was lost. Every scenario prints a summary and, with
+//! `--json FILE`, writes its figures as JSON.
 //!
 //! Load only ever goes to loopback addresses, and every loop is bounded in count and time.
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod ceiling;
 mod cli;
 mod client;
 mod fleet;
 mod generator;
+mod kill;
 mod load;
 mod reads;
 mod rss;
@@ -55,6 +59,8 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Ceiling(args) => ceiling::run(args).await,
             Command::Uploads(args) => uploads::run(args).await.map(|outcome| outcome.report),
+            Command::Batch(args) => batch::run(args).await,
+            Command::Kill(args) => kill::run(args).await,
             Command::Reads(args) => reads::run(args).await,
             Command::Seed(args) => seed::run(args).await,
             Command::Rss(args) => {

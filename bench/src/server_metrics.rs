@@ -79,6 +79,14 @@ pub struct Measured {
     pub memory: Option<crate::rss::RssReport>,
 }
 
+/// When some requests of a run went unanswered, waits a moment: a request the client gave up on
+/// may still be committed, and should land before anything is counted.
+pub async fn settle(summary: &crate::stats::RunSummary) {
+    if summary.recorder.unanswered() > 0 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// Runs a write workload between two scrapes of the server's counters, stops the memory
 /// sampler, and, when some requests went unanswered, gives what the server may still commit a
 /// moment to land before anything is counted.
@@ -100,10 +108,7 @@ pub async fn measured_run<W: crate::load::Workload>(
         Some(sampler) => Some(sampler.finish().await),
         None => None,
     };
-    if summary.recorder.unanswered() > 0 {
-        // A request the client gave up on may still be committed: let it land before counting.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
+    settle(&summary).await;
     Measured {
         summary,
         batches,

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::cli::{FleetArgs, LoadArgs, UploadArgs};
+use crate::cli::{FleetArgs, LoadArgs, TargetArgs, UploadArgs};
 use crate::client::Target;
-use crate::fleet::{load_or_register, owner_token, Registration};
+use crate::fleet::{load_or_register, owner_token, Obtained, Registration};
 use crate::generator::UploadWorkload;
 use crate::stats::RunSummary;
-use crate::verify::{Counter, Verdict};
+use crate::verify::{Counter, Verdict, VerifyMode};
 use crate::{rss, server_metrics, BoxError};
 
 /// Registration settings from the flags.
@@ -34,34 +34,86 @@ pub struct UploadOutcome {
     pub report: Value,
 }
 
+/// What every upload scenario has before its load: the target, the fleet (registered now or
+/// loaded from its file), and the stored counts the loss check starts from.
+#[derive(Debug)]
+pub struct Setup {
+    /// The server.
+    pub target: Target,
+    /// The fleet and how it came to be.
+    pub obtained: Obtained,
+    /// How stored readings are counted.
+    pub counter: Counter,
+    /// Stored readings per device before the run (a reused fleet only).
+    pub before: Option<Vec<u64>>,
+}
+
+impl Setup {
+    /// Takes (or mints) the owner token, obtains the fleet (new devices are named
+    /// `{prefix}-{n}`), and counts what a reused fleet has stored already.
+    pub async fn new(
+        target_args: &TargetArgs,
+        fleet_args: &FleetArgs,
+        load: &LoadArgs,
+        verify: VerifyMode,
+        prefix: &str,
+    ) -> Result<Self, BoxError> {
+        let target = Target::parse(&target_args.target).await?;
+        let token = owner_token(
+            target_args.token.as_deref(),
+            &target_args.data_dir,
+            &fleet_args.owner,
+        )?;
+        let obtained = load_or_register(
+            &target,
+            &token,
+            fleet_args.fleet.as_ref(),
+            &registration(fleet_args, load, prefix),
+        )
+        .await?;
+        let counter = Counter::resolve(verify, &target_args.data_dir, &token);
+        if !obtained.registered && matches!(counter, Counter::Api(_)) {
+            eprintln!(
+                "warning: the API loss check counts the last hour's samples; with a reused fleet it is exact only if the fleet uploaded nothing in the hour before this run"
+            );
+        }
+        let before = if obtained.registered {
+            None
+        } else {
+            counter.count(&target, &obtained.fleet.devices).await?
+        };
+        Ok(Self {
+            target,
+            obtained,
+            counter,
+            before,
+        })
+    }
+
+    /// The loss check of a run whose 201s acknowledged `acks` readings per device (fleet
+    /// order); `None` when not checking.
+    pub async fn verdict(&self, acks: &[u64]) -> Result<Option<Verdict>, BoxError> {
+        let after = self
+            .counter
+            .count(&self.target, &self.obtained.fleet.devices)
+            .await?;
+        Ok(after.map(|after| {
+            Verdict::compare(
+                self.counter.name(),
+                acks,
+                self.before.as_deref().unwrap_or(&[]),
+                &after,
+            )
+        }))
+    }
+}
+
 /// Runs the scenario and prints its summary.
 pub async fn run(args: &UploadArgs) -> Result<UploadOutcome, BoxError> {
     let started_at = chrono::Utc::now().to_rfc3339();
-    let target = Target::parse(&args.target.target).await?;
-    let token = owner_token(
-        args.target.token.as_deref(),
-        &args.target.data_dir,
-        &args.fleet.owner,
-    )?;
-    let obtained = load_or_register(
-        &target,
-        &token,
-        args.fleet.fleet.as_ref(),
-        &registration(&args.fleet, &args.load, "fleet"),
-    )
-    .await?;
-    let fleet = &obtained.fleet;
-    let counter = Counter::resolve(args.verify, &args.target.data_dir, &token);
-    if !obtained.registered && matches!(counter, Counter::Api(_)) {
-        eprintln!(
-            "warning: the API loss check counts the last hour's samples; with a reused fleet it is exact only if the fleet uploaded nothing in the hour before this run"
-        );
-    }
-    let before = if obtained.registered {
-        None
-    } else {
-        counter.count(&target, &fleet.devices).await?
-    };
+    let setup = Setup::new(&args.target, &args.fleet, &args.load, args.verify, "fleet").await?;
+    let target = &setup.target;
+    let obtained = &setup.obtained;
 
     let plan = args.load.plan("uploads: POST /api/v1/data");
     let sampler = rss::maybe_start(
@@ -70,7 +122,7 @@ pub async fn run(args: &UploadArgs) -> Result<UploadOutcome, BoxError> {
     )?;
     let workload = Arc::new(UploadWorkload::new(
         target.clone(),
-        fleet,
+        &obtained.fleet,
         args.load.location_share,
         None,
     )?);
@@ -79,15 +131,8 @@ pub async fn run(args: &UploadArgs) -> Result<UploadOutcome, BoxError> {
         summary,
         batches,
         memory,
-    } = server_metrics::measured_run(&target, Arc::clone(&workload), &plan, sampler).await;
-    let verdict = counter.count(&target, &fleet.devices).await?.map(|after| {
-        Verdict::compare(
-            counter.name(),
-            &workload.acks(),
-            before.as_deref().unwrap_or(&[]),
-            &after,
-        )
-    });
+    } = server_metrics::measured_run(target, Arc::clone(&workload), &plan, sampler).await;
+    let verdict = setup.verdict(&workload.acks()).await?;
 
     println!("{}", summary.render());
     if let Some(verdict) = &verdict {

@@ -15,6 +15,7 @@ mod current;
 mod custom;
 mod devices;
 mod errors;
+mod examples;
 mod historical;
 mod openapi;
 mod public;
