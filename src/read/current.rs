@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::snapshot::window;
-use crate::domain::{DeviceUuid, Snapshot, Status};
+use crate::domain::{DeviceUuid, LocatedAt, Snapshot, Status};
 use crate::store::{ReadingStore, StoreError};
 
 /// The current snapshot of `devices` pooled, or `None` when none of them ever reported.
@@ -21,7 +21,7 @@ pub async fn snapshot(
     let (after, until) = window(now, last_seen);
     let (aggregate, location) = tokio::try_join!(
         store.aggregate(devices, after, until),
-        store.latest_location(devices)
+        latest_location(store, devices)
     )?;
     Ok(aggregate.means().map(|means| Snapshot {
         means,
@@ -30,4 +30,16 @@ pub async fn snapshot(
         last_seen,
         location,
     }))
+}
+
+/// The position of the latest located sample of any of `devices`.
+async fn latest_location(
+    store: &dyn ReadingStore,
+    devices: &[DeviceUuid],
+) -> Result<Option<LocatedAt>, StoreError> {
+    let located = store.latest_located(devices).await?;
+    Ok(located
+        .into_iter()
+        .map(|(_, latest, _)| latest.position)
+        .max_by_key(|position| position.at))
 }

@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{
     Aggregate, BucketPlan, Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, LatestLocated,
-    LocatedAt, OwnerId, ReadingId, StoredReading,
+    OwnerId, ReadingId, StoredReading,
 };
 
 /// A fault of a storage backend.
@@ -150,12 +150,6 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         after: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError>;
-
-    /// The position of the latest located sample of any of `devices`.
-    async fn latest_location(
-        &self,
-        devices: &[DeviceUuid],
-    ) -> Result<Option<LocatedAt>, StoreError>;
 
     /// One aggregate per bucket of the plan, in the plan's order (empty buckets included).
     async fn buckets(

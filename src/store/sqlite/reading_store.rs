@@ -147,17 +147,6 @@ impl ReadingStore for SqliteReadings {
         .await
     }
 
-    async fn latest_location(
-        &self,
-        devices: &[DeviceUuid],
-    ) -> Result<Option<LocatedAt>, StoreError> {
-        let located = self.latest_located(devices).await?;
-        Ok(located
-            .into_iter()
-            .map(|(_, latest, _)| latest.position)
-            .max_by_key(|position| position.at))
-    }
-
     async fn buckets(
         &self,
         devices: &[DeviceUuid],
