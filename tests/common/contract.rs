@@ -25,8 +25,9 @@
 //!
 //! Schemas are JSON Schema 2020-12 (OpenAPI 3.1's dialect; its own keywords such as `example`
 //! are annotations) with `format` asserted, so `date-time`, `date` and `uuid` are checked too.
-//! Each schema is compiled once per process, as a `$ref` into the whole document, so
-//! `#/components/...` references resolve where they point.
+//! Each schema is compiled once per process (the served document is fetched once, see
+//! `served_contract`), with the document's `components.schemas` embedded under the same pointer
+//! so that `#/components/schemas/...` references resolve where they point.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -37,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use hyper::header::{HeaderMap, CONTENT_ENCODING, CONTENT_TYPE};
 use hyper::Method;
 use jsonschema::{Draft, Validator};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The keys of a path item that are operations.
 const OPERATIONS: &[&str] = &[
@@ -49,6 +50,9 @@ const MAX_ERRORS: usize = 8;
 
 /// At most this many characters of a failing body are quoted.
 const MAX_QUOTE: usize = 600;
+
+/// Where the schemas live that the others refer to.
+const SCHEMAS: &str = "/components/schemas";
 
 /// Where the document describes the answer to a path no template matches.
 pub const ROUTE_NOT_FOUND: &str = "/components/responses/RouteNotFound";
@@ -306,7 +310,7 @@ impl Contract {
                     continue;
                 }
             };
-            for error in self.validate(&schema_pointer, &instance) {
+            for error in self.schema_errors(&schema_pointer, &instance) {
                 violations.push(format!("header {name}: {value:?}: {error}"));
             }
         }
@@ -393,7 +397,7 @@ impl Contract {
             return;
         };
         let schema_pointer = format!("{pointer}/content/{}/schema", escape(media_key));
-        let errors = self.validate(&schema_pointer, &instance);
+        let errors = self.schema_errors(&schema_pointer, &instance);
         if !errors.is_empty() {
             violations.push(format!(
                 "the body does not match `#{schema_pointer}`:\n    {}\n  body: {}",
@@ -403,9 +407,9 @@ impl Contract {
         }
     }
 
-    /// The schema errors of `instance` against the schema at `pointer` (at most
-    /// [`MAX_ERRORS`]), or why the schema cannot be used.
-    fn validate(&self, pointer: &str, instance: &Value) -> Vec<String> {
+    /// The schema errors of `instance` against the schema at `pointer` (a JSON pointer into
+    /// the document; at most [`MAX_ERRORS`]), or why the schema cannot be used.
+    pub fn schema_errors(&self, pointer: &str, instance: &Value) -> Vec<String> {
         let validator = match self.validator(pointer) {
             Ok(validator) => validator,
             Err(error) => return vec![error],
@@ -421,35 +425,59 @@ impl Contract {
             .collect()
     }
 
-    /// The compiled schema at `pointer`, compiled on first use.
+    /// The compiled schema at `pointer`, compiled on first use. A schema that is only a `$ref`
+    /// is the schema it names, so the many `{"$ref": "#/components/schemas/Problem"}` share one.
     fn validator(&self, pointer: &str) -> Result<Arc<Validator>, String> {
+        let pointer = self.canonical(pointer)?;
         let mut validators = self
             .validators
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(validator) = validators.get(pointer) {
+        if let Some(validator) = validators.get(&pointer) {
             return Ok(Arc::clone(validator));
         }
-        // The whole document is the root, so every `#/components/...` reference resolves in
-        // it; the root's own keys (`openapi`, `paths`, ...) are not schema keywords and are
-        // ignored, and its `$ref` selects the schema in question.
-        let mut root = self.document.clone();
-        let object = root
-            .as_object_mut()
-            .ok_or("the document is not an object")?;
-        object.insert(
-            "$schema".to_owned(),
-            Value::from("https://json-schema.org/draft/2020-12/schema"),
-        );
-        object.insert("$ref".to_owned(), Value::from(fragment(pointer)));
+        // The root carries the document's `components.schemas` under the same pointer, so
+        // every `#/components/schemas/...` reference resolves where it points (`components`
+        // is no schema keyword: the validator ignores it except as a reference target).
+        let node = self
+            .document
+            .pointer(&pointer)
+            .ok_or_else(|| format!("`#{pointer}` does not resolve"))?;
+        let mut root = if pointer.starts_with(SCHEMAS) || !node.is_object() {
+            json!({ "$ref": fragment(&pointer) })
+        } else {
+            node.clone()
+        };
+        root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+        root["components"] = json!({ "schemas": self.document.pointer(SCHEMAS).cloned() });
         let validator = jsonschema::options()
             .with_draft(Draft::Draft202012)
             .should_validate_formats(true)
             .build(&root)
             .map_err(|error| format!("the schema `#{pointer}` does not compile: {error}"))?;
         let validator = Arc::new(validator);
-        validators.insert(pointer.to_owned(), Arc::clone(&validator));
+        validators.insert(pointer, Arc::clone(&validator));
         Ok(validator)
+    }
+
+    /// `pointer`, or while the schema there is nothing but a local `$ref`, the one it names.
+    fn canonical(&self, pointer: &str) -> Result<String, String> {
+        let mut pointer = pointer.to_owned();
+        for _ in 0..16 {
+            let node = self
+                .document
+                .pointer(&pointer)
+                .ok_or_else(|| format!("`#{pointer}` does not resolve"))?;
+            let only_ref = node.as_object().filter(|map| map.len() == 1);
+            let Some(reference) = only_ref.and_then(|map| map.get("$ref")?.as_str()) else {
+                return Ok(pointer);
+            };
+            pointer = reference
+                .strip_prefix('#')
+                .ok_or_else(|| format!("`{reference}` is not a local reference"))?
+                .to_owned();
+        }
+        Err(format!("`#{pointer}`: too many references in a row"))
     }
 }
 
