@@ -10,6 +10,7 @@ mod common;
 
 mod auth;
 mod cli;
+mod contract;
 mod current;
 mod custom;
 mod devices;
