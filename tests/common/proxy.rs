@@ -11,18 +11,22 @@
 //! own `Content-Length` or chunked framing: nothing is decompressed, added or removed) over a
 //! keep-alive connection pool to the server. The request is read whole first because the server
 //! may answer early (413 while a body streams in) and close: a relay still streaming the body
-//! upstream would then meet a reset instead of the answer, where a client that sends its body
-//! from memory, as the tests do, reads the answer. The answer is read whole, checked by [`Contract::check`], recorded when it drifts, and returned to the
-//! test unchanged (status, headers, body bytes; `Content-Length` or chunked framing kept). When
-//! the server does not answer (it stopped, or closed the connection), the relay closes the
-//! test's connection too, as the server would have.
+//! upstream would meet a reset instead of the answer, where a client that sends its body from
+//! memory, as the tests do, reads the answer. The answer is read whole, checked by
+//! [`Contract::check`], recorded when it drifts, and returned to the test unchanged (status,
+//! headers, body bytes; `Content-Length` or chunked framing kept). When the server does not
+//! answer (it stopped, or closed the connection), the relay closes the test's connection too,
+//! as the server would have.
 //!
-//! How drift fails the test: the check ends before the answer is handed on, so by the time a
-//! test holds a response its violations are recorded, and printed to the test's output at
-//! once. `TestApp` panics with the list when it is dropped at the end of the test, or when the
-//! test calls `stop()` (which first waits for the answers still being relayed). The answer is
-//! not altered on purpose: a test that expects a status or a header still sees the real one,
-//! and the contract failure names the exchange, the documented response and each schema error.
+//! How drift fails the test: the check is done before the answer is handed on, so by the time a
+//! test holds a response, its violations are recorded (and printed to the test's output). The
+//! `TestApp` panics with the list when it is dropped at the end of the test, or in `stop()`,
+//! which first waits for the answers still being relayed (a shutdown drains requests in
+//! flight). Answers are deliberately not replaced by a failure: a test that only asserts
+//! "not 201" would pass on a made-up one, and a test that checks the real answer still sees it;
+//! the panic at the end fails every test that received a drifting answer, whatever it asserted,
+//! and names the exchange, the documented response and each schema error. A test that expects
+//! drift (the check's own tests) takes the violations with `take_contract_violations`.
 
 #![allow(dead_code, unreachable_pub)]
 
