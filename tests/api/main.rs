@@ -11,6 +11,7 @@ mod common;
 mod auth;
 mod batch;
 mod cli;
+mod contract;
 mod current;
 mod custom;
 mod devices;

@@ -1,9 +1,16 @@
 //! Test helpers shared by the black-box suites: spawn the real server on 127.0.0.1:0 with its own
 //! data directory and a manual clock, and speak HTTP to it.
+//!
+//! Every answer a test receives is checked against the OpenAPI document the server serves: the
+//! tests speak to a validating relay ([`proxy`]) in front of the server, and a drift from the
+//! document ([`contract`]) fails the test that received it.
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::Arc;
+pub mod contract;
+pub mod proxy;
+
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use airq::auth::LocalIssuer;
@@ -14,6 +21,9 @@ use reqwest::{Method, RequestBuilder, Response};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
+
+use self::contract::Contract;
+use self::proxy::Proxy;
 
 /// The storage pair a test binary runs the suite against (its `backend::PAIR`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +134,28 @@ fn clean_up(url: &str, statement: String) {
     .join();
 }
 
-/// A running server with its own data directory.
+/// The contract of the document the server serves, fetched from the first server of the process
+/// (the document is compiled into the server, so every server of a test binary serves the same).
+async fn served_contract(client: &reqwest::Client, server: std::net::SocketAddr) -> Arc<Contract> {
+    static SERVED: OnceLock<Arc<Contract>> = OnceLock::new();
+    if let Some(contract) = SERVED.get() {
+        return Arc::clone(contract);
+    }
+    let document: Value = client
+        .get(format!("http://{server}/api/v1/openapi.json"))
+        .send()
+        .await
+        .expect("the OpenAPI document is served")
+        .json()
+        .await
+        .expect("the OpenAPI document is JSON");
+    let contract = Contract::new(document).expect("the OpenAPI document has paths");
+    Arc::clone(SERVED.get_or_init(|| Arc::new(contract)))
+}
+
+/// A running server with its own data directory, behind the relay that checks its answers.
 pub struct TestApp {
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` of the relay in front of the server.
     pub base: String,
     /// A client without connection reuse surprises.
     pub client: reqwest::Client,
@@ -137,6 +166,7 @@ pub struct TestApp {
     /// The PostgreSQL URL of the device store (postgres pair), shared by peers.
     pub postgres_url: Option<String>,
     issuer: LocalIssuer,
+    proxy: Proxy,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
     schema: Option<TestSchema>,
@@ -202,22 +232,25 @@ impl TestApp {
         let app = Application::build(config, Arc::new(clock.clone()))
             .await
             .expect("the server starts");
-        let base = format!("http://{}", app.local_addr());
+        let server_addr = app.local_addr();
         let (shutdown, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(app.run_until(async {
             let _ = stopped.await;
         }));
         let issuer = LocalIssuer::open(data_dir.path()).expect("local issuer");
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client");
+        let proxy = Proxy::start(server_addr, served_contract(&client, server_addr).await).await;
         Self {
-            base,
-            client: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .expect("client"),
+            base: format!("http://{}", proxy.addr()),
+            client,
             clock,
             data_dir,
             postgres_url,
             issuer,
+            proxy,
             shutdown: Some(shutdown),
             server: Some(server),
             schema: None,
@@ -267,13 +300,54 @@ impl TestApp {
         ids
     }
 
-    /// Stops the server and waits until it has drained.
+    /// Stops the server and waits until it has drained and its last answers were relayed;
+    /// panics if any answer drifted from the OpenAPI document.
     pub async fn stop(mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
         if let Some(server) = self.server.take() {
             server.await.expect("the server task ends cleanly");
+        }
+        self.proxy.settle(Duration::from_secs(10)).await;
+        self.check_contract();
+    }
+
+    /// The OpenAPI contract the answers are checked against.
+    pub fn contract(&self) -> Arc<Contract> {
+        self.proxy.contract()
+    }
+
+    /// Checks the answers from now on against the served document as `edit` changes it: for
+    /// tests of the check itself.
+    pub fn check_against(&self, edit: impl FnOnce(&mut Value)) {
+        let mut document = self.proxy.contract().document().clone();
+        edit(&mut document);
+        let contract = Contract::new(document).expect("the edited document has paths");
+        self.proxy.set_contract(Arc::new(contract));
+    }
+
+    /// The contract violations recorded so far, which then no longer fail the test.
+    pub fn take_contract_violations(&self) -> Vec<String> {
+        self.proxy.take_violations()
+    }
+
+    /// Panics with the recorded contract violations, if any (only prints them when the test is
+    /// already failing).
+    fn check_contract(&self) {
+        let violations = self.proxy.take_violations();
+        if violations.is_empty() {
+            return;
+        }
+        let report = format!(
+            "{} answer(s) drifted from the OpenAPI document (src/http/openapi.json):\n- {}",
+            violations.len(),
+            violations.join("\n- ")
+        );
+        if std::thread::panicking() {
+            eprintln!("{report}");
+        } else {
+            panic!("{report}");
         }
     }
 
@@ -417,6 +491,7 @@ impl Drop for TestApp {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
+        self.check_contract();
     }
 }
 
