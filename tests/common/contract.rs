@@ -190,8 +190,14 @@ impl Contract {
         let Some(template) = template else {
             return self.fallback(exchange, ROUTE_NOT_FOUND, 404, "a path no template matches");
         };
-        let method = exchange.method.as_str().to_ascii_lowercase();
         let item = &self.document["paths"][&template.key];
+        // HEAD is answered on every GET route as GET without the body (RFC 9110, and the
+        // document says so); it is not an operation of its own in the document.
+        let method = if exchange.method == Method::HEAD && !item["get"].is_null() {
+            "get".to_owned()
+        } else {
+            exchange.method.as_str().to_ascii_lowercase()
+        };
         if !OPERATIONS.contains(&method.as_str()) || item[&method].is_null() {
             let reason = format!(
                 "{} is not an operation of {}",
