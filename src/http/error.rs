@@ -167,16 +167,16 @@ impl ApiError {
                     Limit::Device => "the upload limit allows each device",
                     Limit::Public => "the public limit allows each client address",
                 };
-                let what = match refusal.limit {
-                    Limit::Device => "uploads (a batch counts once)",
-                    Limit::Public => "requests",
+                let (what, note) = match refusal.limit {
+                    Limit::Device => ("uploads", " (a batch counts once)"),
+                    Limit::Public => ("requests", ""),
                 };
                 (
                     StatusCode::TOO_MANY_REQUESTS,
                     BLANK_TYPE,
                     "Too Many Requests",
                     format!(
-                        "{allowance} {} {what} a minute, in bursts of {}; retry after {} s",
+                        "{allowance} {} {what} a minute, in bursts of {}{note}; retry after {} s",
                         refusal.rate.per_minute, refusal.rate.burst, refusal.retry_after_secs
                     ),
                 )
