@@ -360,3 +360,55 @@ fn a_bad_trusted_proxies_value_is_a_startup_error() {
         assert!(stderr.contains("trusted-proxies"), "{stderr}");
     }
 }
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_429s() {
+    let app = TestApp::spawn().await;
+    let doc: Value = app
+        .client
+        .get(app.url("/openapi.json"))
+        .send()
+        .await
+        .expect("request sent")
+        .json()
+        .await
+        .expect("json");
+    let responses = &doc["components"]["responses"];
+    for (name, paths) in [
+        ("TooManyRequests", vec!["/data", "/data/batch"]),
+        (
+            "PublicTooManyRequests",
+            vec![
+                "/public/devices/{id}",
+                "/public/devices/{id}/current",
+                "/public/devices/{id}/historical",
+                "/public/map/devices",
+            ],
+        ),
+    ] {
+        assert_eq!(
+            responses[name]["headers"]["Retry-After"]["$ref"], "#/components/headers/Retry-After",
+            "{name}"
+        );
+        let example =
+            &responses[name]["content"]["application/problem+json"]["examples"]["limited"]["value"];
+        assert_eq!(example["title"], "Too Many Requests", "{name}");
+        assert_eq!(example["type"], "about:blank", "{name}");
+        for path in paths {
+            let method = if path.starts_with("/data") {
+                "post"
+            } else {
+                "get"
+            };
+            assert_eq!(
+                doc["paths"][path][method]["responses"]["429"]["$ref"],
+                format!("#/components/responses/{name}"),
+                "{method} {path}"
+            );
+        }
+    }
+    assert_eq!(
+        doc["components"]["headers"]["Retry-After"]["schema"]["type"],
+        "integer"
+    );
+}
