@@ -16,6 +16,7 @@ use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::cacheable::map_cache;
+use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
@@ -61,6 +62,8 @@ pub struct Application {
     writer: WriterGuard,
     /// Cross-process credential invalidation (PostgreSQL only); stops when dropped.
     _listener: Option<ListenerGuard>,
+    /// Forgets idle rate-limit keys; stops when dropped.
+    _sweeper: SweeperGuard,
 }
 
 impl Application {
@@ -128,6 +131,8 @@ impl Application {
             };
         let (batch_writer, writer) = BatchWriter::start(sink, config.batch, Arc::clone(&metrics))
             .map_err(StartError::Writer)?;
+        let limits = Arc::new(RateLimits::new(&config.rate_limits, Arc::clone(&metrics)));
+        let sweeper = limits.start_sweeper();
         let state = Arc::new(AppState {
             auth,
             device_keys,
@@ -136,6 +141,7 @@ impl Application {
             writer: batch_writer,
             map: map_cache(config.map_cache_ttl),
             map_ttl: config.map_cache_ttl,
+            limits,
             metrics,
             clock,
         });
@@ -151,6 +157,7 @@ impl Application {
             state,
             writer,
             _listener: postgres.map(|(_, listener)| listener),
+            _sweeper: sweeper,
         })
     }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
+pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
@@ -113,7 +114,27 @@ pub struct ServeArgs {
     /// How long the public map is served from the cache.
     #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
     pub map_cache_ttl_ms: u64,
+    /// Uploads a device may make a minute (`POST /data` or `/data/batch`; a batch counts once);
+    /// 0 turns the limit off.
+    #[arg(long, env = "AIRQ_RATE_DEVICE_PER_MIN", default_value_t = 120, value_parser = clap::value_parser!(u32).range(0..=MAX_RATE))]
+    pub rate_device_per_min: u32,
+    /// Uploads a device that has been quiet may make at once.
+    #[arg(long, env = "AIRQ_RATE_DEVICE_BURST", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_device_burst: u32,
+    /// Requests to public routes a client address may make a minute; 0 turns the limit off.
+    #[arg(long, env = "AIRQ_RATE_PUBLIC_PER_MIN", default_value_t = 600, value_parser = clap::value_parser!(u32).range(0..=MAX_RATE))]
+    pub rate_public_per_min: u32,
+    /// Requests to public routes a client address that has been quiet may make at once.
+    #[arg(long, env = "AIRQ_RATE_PUBLIC_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_public_burst: u32,
+    /// Proxies (comma-separated CIDR networks, IPv4 or IPv6) whose `X-Forwarded-For` names the
+    /// client a public request counts for; from any other peer the header is ignored.
+    #[arg(long, env = "AIRQ_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: TrustedProxies,
 }
+
+/// The highest rate a limit accepts: one request a microsecond.
+const MAX_RATE: i64 = 60_000_000;
 
 /// Flags of `airq token`.
 #[derive(Debug, Clone, Args)]
@@ -176,6 +197,8 @@ pub struct Config {
     pub fold: FoldConfig,
     /// Public map cache lifetime.
     pub map_cache_ttl: Duration,
+    /// Upload and public rate limits.
+    pub rate_limits: RateLimitConfig,
 }
 
 impl From<ServeArgs> for Config {
@@ -213,6 +236,17 @@ impl From<ServeArgs> for Config {
                 rows: args.fold_batch_rows,
             },
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
+            rate_limits: RateLimitConfig {
+                device: Rate {
+                    per_minute: args.rate_device_per_min,
+                    burst: args.rate_device_burst,
+                },
+                public: Rate {
+                    per_minute: args.rate_public_per_min,
+                    burst: args.rate_public_burst,
+                },
+                trusted_proxies: args.trusted_proxies,
+            },
         }
     }
 }

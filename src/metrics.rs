@@ -6,6 +6,8 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::http::rate_limit::Limit;
+
 /// The counters of one process.
 #[derive(Debug, Default)]
 pub struct ServerMetrics {
@@ -15,6 +17,7 @@ pub struct ServerMetrics {
     batch_failures: AtomicU64,
     flush_retries: AtomicU64,
     flush_micros: AtomicU64,
+    rate_limited: [AtomicU64; Limit::ALL.len()],
 }
 
 impl ServerMetrics {
@@ -41,6 +44,11 @@ impl ServerMetrics {
         self.flush_retries.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a request refused by `limit`.
+    pub fn rate_limited(&self, limit: Limit) {
+        self.rate_limited[limit as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The Prometheus text exposition of every counter.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -55,6 +63,19 @@ impl ServerMetrics {
                 "airq_http_responses_total{{class=\"{}xx\"}} {}",
                 index + 1,
                 count.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            text,
+            "# HELP airq_rate_limited_total Requests refused with 429, by limit."
+        );
+        let _ = writeln!(text, "# TYPE airq_rate_limited_total counter");
+        for limit in Limit::ALL {
+            let _ = writeln!(
+                text,
+                "airq_rate_limited_total{{limit=\"{}\"}} {}",
+                limit.as_str(),
+                self.rate_limited[limit as usize].load(Ordering::Relaxed)
             );
         }
         let counters = [

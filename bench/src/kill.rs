@@ -44,7 +44,15 @@ impl ServerCommand {
             .append(true)
             .open(&self.log)
             .map_err(|error| format!("opening {}: {error}", self.log.display()))?;
-        Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        // Benchmarks measure the server, not its rate limits: off unless the environment (or a
+        // --server-arg) sets them.
+        for limit in ["AIRQ_RATE_DEVICE_PER_MIN", "AIRQ_RATE_PUBLIC_PER_MIN"] {
+            if std::env::var_os(limit).is_none() {
+                command.env(limit, "0");
+            }
+        }
+        command
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -6,10 +6,11 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::StatusCode;
 use serde::Serialize;
 
+use super::rate_limit::{Limit, Refusal};
 use super::request_id::RequestId;
 use super::Response;
 use crate::auth::{AuthError, JwksError};
@@ -57,6 +58,9 @@ pub enum ApiError {
         #[source]
         cause: Option<AuthError>,
     },
+    /// A rate limit refused the request.
+    #[error("rate limited ({})", .0.limit.as_str())]
+    RateLimited(Refusal),
     /// Path, query or body values failed validation.
     #[error("validation failed")]
     Validation(FieldErrors),
@@ -156,6 +160,26 @@ impl ApiError {
                 };
                 headers.push((WWW_AUTHENTICATE, HeaderValue::from_static(challenge)));
                 (StatusCode::UNAUTHORIZED, BLANK_TYPE, "Unauthorized", (*detail).to_owned())
+            }
+            Self::RateLimited(refusal) => {
+                headers.push((RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs)));
+                let allowance = match refusal.limit {
+                    Limit::Device => "the upload limit allows each device",
+                    Limit::Public => "the public limit allows each client address",
+                };
+                let (what, note) = match refusal.limit {
+                    Limit::Device => ("uploads", " (a batch counts once)"),
+                    Limit::Public => ("requests", ""),
+                };
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    BLANK_TYPE,
+                    "Too Many Requests",
+                    format!(
+                        "{allowance} {} {what} a minute, in bursts of {}{note}; retry after {} s",
+                        refusal.rate.per_minute, refusal.rate.burst, refusal.retry_after_secs
+                    ),
+                )
             }
             Self::Validation(errors) => {
                 fields = errors;

@@ -7,12 +7,15 @@
 //! which becomes an RFC 9457 problem in exactly one `match`.
 //!
 //! Checks run in the order DESIGN.md fixes: credentials (401) → path and query (422) → content
-//! type (415) → body size (413) → JSON syntax (400) → validation (422) → existence (404).
+//! type (415) → body size (413) → JSON syntax (400) → validation (422) → existence (404). Rate
+//! limits ([`rate_limit`]) come first on public routes and right after the credentials on
+//! uploads (401, then 429), always before the body is read.
 
 pub mod authenticate;
 pub mod body;
 pub mod cacheable;
 pub mod error;
+pub mod rate_limit;
 pub mod request_id;
 pub mod respond;
 pub mod router;

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::LazyLock;
 
@@ -299,10 +300,13 @@ pub fn access_of(path: &str) -> Option<Access> {
 }
 
 /// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
-/// its log line and problem `instance`, and the path parameters borrow from it).
+/// its log line and problem `instance`, and the path parameters borrow from it), `peer` the
+/// address it came from. A request that reaches a public route's handler (`GET`, `HEAD`) first
+/// counts against the public rate limit of its client address; preflights and 405s do not.
 pub async fn dispatch(
     request: Request,
     path: &str,
+    peer: IpAddr,
     state: &AppState,
 ) -> Result<Response, ApiError> {
     let (routes, params) = TABLE.find(path).ok_or(ApiError::RouteNotFound)?;
@@ -314,6 +318,9 @@ pub async fn dispatch(
         method
     };
     if let Some(route) = routes.routes.iter().find(|route| route.method == wanted) {
+        if route.access == Access::Public {
+            state.limits.public(peer, request.headers())?;
+        }
         return (route.handler)(request, state, params).await;
     }
     if method == Method::OPTIONS && routes.access == Access::Public {

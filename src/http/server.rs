@@ -7,6 +7,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +56,7 @@ pub async fn serve(
         let state = Arc::clone(&state);
         let service = service_fn(move |request| {
             let state = Arc::clone(&state);
-            async move { Ok::<_, Infallible>(handle(request, &state).await) }
+            async move { Ok::<_, Infallible>(handle(request, peer.ip(), &state).await) }
         });
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
@@ -78,15 +79,15 @@ pub async fn serve(
     }
 }
 
-/// One request: id, span, handler, panic capture, problem rendering.
-async fn handle(request: Request, state: &AppState) -> Response {
+/// One request from `peer`: id, span, handler, panic capture, problem rendering.
+async fn handle(request: Request, peer: IpAddr, state: &AppState) -> Response {
     let started = Instant::now();
     let request_id = RequestId::for_request(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let span = tracing::info_span!("request", id = %request_id, %method, %path);
     let outcome =
-        AssertUnwindSafe(router::dispatch(request, &path, state).instrument(span.clone()))
+        AssertUnwindSafe(router::dispatch(request, &path, peer, state).instrument(span.clone()))
             .catch_unwind()
             .await;
     let mut response = match outcome {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
 use crate::http::cacheable::MapCache;
+use crate::http::rate_limit::RateLimits;
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
 use crate::store::{DeviceStore, ReadingStore};
@@ -27,6 +28,8 @@ pub struct AppState {
     pub map: MapCache,
     /// How long the map is cached (also its `Cache-Control: max-age`).
     pub map_ttl: Duration,
+    /// Upload and public rate limits.
+    pub limits: Arc<RateLimits>,
     /// Counters for `/metrics`.
     pub metrics: Arc<ServerMetrics>,
     /// Where "now" comes from.

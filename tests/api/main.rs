@@ -20,6 +20,7 @@ mod examples;
 mod historical;
 mod openapi;
 mod public;
+mod rate_limits;
 mod routes;
 mod sqlite_readings;
 mod unfolded;

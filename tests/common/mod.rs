@@ -227,6 +227,11 @@ impl TestApp {
         );
         config.postgres_url = postgres_url.clone();
         config.questdb = questdb;
+        // Rate limits are off unless a test turns them on in `configure`: many tests upload more
+        // readings to one device, or read public routes more often, than the default bursts allow
+        // (tests/api/rate_limits.rs exercises the limits with small rates of its own).
+        config.rate_limits.device = airq::config::Rate::OFF;
+        config.rate_limits.public = airq::config::Rate::OFF;
         configure(&mut config);
         let clock = ManualClock::new(Utc::now());
         let app = Application::build(config, Arc::new(clock.clone()))

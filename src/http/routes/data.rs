@@ -1,5 +1,8 @@
 //! `POST /data` and `POST /data/batch`: a device uploads one reading, or many at once.
 //!
+//! Both count once against the device's upload rate limit, after its credentials and before the
+//! body is read (401 before 429, a wrong key costs the device nothing).
+//!
 //! Both answer 201 only once every reading of the request is committed, and both key a reading
 //! that carries `measured_at` by (device, `measured_at`): uploading it again replaces it, so a
 //! device may retry an upload whose answer it never saw.
@@ -13,9 +16,11 @@ use crate::http::state::AppState;
 use crate::http::views::ReceiptView;
 use crate::http::{authenticate, body, respond, Request, Response};
 
-/// Authenticates the device, parses the reading, and answers 201 once the batch writer committed it.
+/// Authenticates the device, counts the upload, parses the reading, and answers 201 once the
+/// batch writer committed it.
 pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let device = authenticate::device(&request, state).await?;
+    state.limits.upload(device.id)?;
     let body = body::json(request, body::MAX_BODY).await?;
     let now = state.clock.now();
     let reading = Reading::parse(&body, now)?;
@@ -36,10 +41,11 @@ struct BatchReceiptView {
     receipts: Vec<ReceiptView>,
 }
 
-/// Authenticates the device, parses every reading (all or nothing), and answers 201 once the
-/// whole batch is committed, receipts in request order.
+/// Authenticates the device, counts the upload (once for the whole batch), parses every reading
+/// (all or nothing), and answers 201 once the whole batch is committed, receipts in request order.
 pub async fn upload_batch(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let device = authenticate::device(&request, state).await?;
+    state.limits.upload(device.id)?;
     let body = body::json(request, body::MAX_BATCH_BODY).await?;
     let now = state.clock.now();
     let readings = ReadingBatch::parse(&body, now)?
