@@ -138,6 +138,7 @@ impl Application {
             map_ttl: config.map_cache_ttl,
             metrics,
             clock,
+            body_timeout: config.body_timeout,
         });
         let bind_error = |source| StartError::Bind {
             address: config.listen,

@@ -113,6 +113,10 @@ pub struct ServeArgs {
     /// How long the public map is served from the cache.
     #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
     pub map_cache_ttl_ms: u64,
+    /// A request body must arrive in full within this time after the server starts reading it,
+    /// else 408.
+    #[arg(long, env = "AIRQ_BODY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
 }
 
 /// Flags of `airq token`.
@@ -176,6 +180,8 @@ pub struct Config {
     pub fold: FoldConfig,
     /// Public map cache lifetime.
     pub map_cache_ttl: Duration,
+    /// Deadline for a whole request body.
+    pub body_timeout: Duration,
 }
 
 impl From<ServeArgs> for Config {
@@ -213,6 +219,7 @@ impl From<ServeArgs> for Config {
                 rows: args.fold_batch_rows,
             },
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
         }
     }
 }

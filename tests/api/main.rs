@@ -16,6 +16,7 @@ mod custom;
 mod devices;
 mod errors;
 mod examples;
+mod hardening;
 mod historical;
 mod openapi;
 mod public;

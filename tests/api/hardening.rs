@@ -1,0 +1,159 @@
+//! Slow and hostile clients: a body that trickles in, a shutdown that clients try to hold open,
+//! oversized header blocks, more connections than allowed, and tokens at the edges of their
+//! validity. Clients here speak raw HTTP/1.1 over TCP where a polite client library would not
+//! misbehave the way these tests need.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::common::TestApp;
+
+/// Guard against a hang: far longer than anything below should take.
+const GUARD: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------------------------
+// Raw HTTP helpers
+// ---------------------------------------------------------------------------------------------
+
+/// A TCP connection to the app.
+async fn connect(app: &TestApp) -> TcpStream {
+    let address = app.base.trim_start_matches("http://");
+    TcpStream::connect(address).await.expect("connected")
+}
+
+/// An answer read off the wire.
+#[derive(Debug)]
+struct RawResponse {
+    status: u16,
+    /// Header lines, names lowercased.
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl RawResponse {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+}
+
+/// Reads one response (head, then a `Content-Length` body) from `stream`.
+async fn read_response(stream: &mut TcpStream) -> RawResponse {
+    let mut buffer = Vec::new();
+    let head_end = loop {
+        if let Some(at) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let mut chunk = [0u8; 4096];
+        let read = stream.read(&mut chunk).await.expect("read");
+        assert!(read > 0, "the connection closed before a response head");
+        buffer.extend_from_slice(&chunk[..read]);
+    };
+    let head = String::from_utf8(buffer[..head_end].to_vec()).expect("ASCII head");
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .expect("a status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .map_or(0, |(_, value)| value.parse().expect("a length"));
+    let mut body = buffer[head_end..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0u8; 4096];
+        let read = stream.read(&mut chunk).await.expect("read");
+        assert!(read > 0, "the connection closed inside the body");
+        body.extend_from_slice(&chunk[..read]);
+    }
+    body.truncate(length);
+    RawResponse {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Sends `head` (without the blank line) and the first `body` bytes, nothing more.
+async fn send_partial(stream: &mut TcpStream, head: &str, body: &[u8]) {
+    stream
+        .write_all(format!("{head}\r\n\r\n").as_bytes())
+        .await
+        .expect("head sent");
+    stream.write_all(body).await.expect("body start sent");
+}
+
+/// The head of `POST /api/v1/devices` as `token`'s owner announcing a 100-byte JSON body.
+fn registration_head(token: &str) -> String {
+    format!(
+        "POST /api/v1/devices HTTP/1.1\r\nHost: airq\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slow bodies
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_body_that_stalls_is_cut_off_with_408() {
+    let deadline = Duration::from_millis(300);
+    let app = TestApp::spawn_with(|c| c.body_timeout = deadline).await;
+    let mut stream = connect(&app).await;
+    let started = Instant::now();
+    send_partial(
+        &mut stream,
+        &registration_head(&app.token("alice")),
+        b"{\"name\":",
+    )
+    .await;
+
+    let response = tokio::time::timeout(GUARD, read_response(&mut stream))
+        .await
+        .expect("answered before the guard");
+    assert!(started.elapsed() >= deadline, "not before the deadline");
+    assert_eq!(response.status, 408);
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/problem+json")
+    );
+    assert_eq!(response.header("connection"), Some("close"));
+    let problem = response.json();
+    assert_eq!(problem["type"], "about:blank");
+    assert_eq!(problem["title"], "Request Timeout");
+    assert_eq!(problem["status"], 408);
+    assert_eq!(problem["instance"], "/api/v1/devices");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("300 ms")),
+        "{problem}"
+    );
+    // The connection is closed after the answer: the rest of the body has nowhere to go.
+    let mut rest = [0u8; 64];
+    let read = tokio::time::timeout(GUARD, stream.read(&mut rest))
+        .await
+        .expect("closed before the guard");
+    assert!(matches!(read, Ok(0) | Err(_)), "closed: {read:?}");
+}
+
+#[tokio::test]
+async fn a_body_sent_in_time_is_not_affected_by_the_deadline() {
+    let app = TestApp::spawn_with(|c| c.body_timeout = Duration::from_millis(300)).await;
+    let device = app.register_named("alice", "on time").await;
+    assert!(device["device_key"].is_string());
+}
