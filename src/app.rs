@@ -3,7 +3,8 @@
 //! [`Application::build`] opens the stores, the authenticator, the batch writer and the listener,
 //! so a process that cannot serve fails before it claims to. [`Application::run_until`] serves
 //! until the given future completes, then shuts down in order: stop accepting, let in-flight
-//! requests finish, then let the batch writer commit everything it accepted, then return.
+//! requests finish (closing the connections still open after the shutdown timeout), then let the
+//! batch writer commit everything it accepted, then return.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::cacheable::map_cache;
+use crate::http::connections::ConnectionSettings;
 use crate::http::{server, AppState};
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
@@ -59,6 +61,7 @@ pub struct Application {
     address: SocketAddr,
     state: Arc<AppState>,
     writer: WriterGuard,
+    connections: ConnectionSettings,
     /// Cross-process credential invalidation (PostgreSQL only); stops when dropped.
     _listener: Option<ListenerGuard>,
 }
@@ -151,6 +154,7 @@ impl Application {
             address,
             state,
             writer,
+            connections: config.connections,
             _listener: postgres.map(|(_, listener)| listener),
         })
     }
@@ -164,8 +168,9 @@ impl Application {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
         tracing::info!(address = %self.address, "airq listening");
         // `serve` drops the last handle to the state, and with it the batch writer's queue, once
-        // every connection is done; the writer then commits what it holds and stops.
-        server::serve(self.socket, self.state, shutdown).await;
+        // every connection is done (or closed after the shutdown timeout); the writer then
+        // commits what it holds and stops.
+        server::serve(self.socket, self.state, self.connections, shutdown).await;
         self.writer.join().await;
         tracing::info!("airq stopped");
     }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
+pub use crate::http::connections::ConnectionSettings;
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
@@ -117,6 +118,10 @@ pub struct ServeArgs {
     /// else 408.
     #[arg(long, env = "AIRQ_BODY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
+    /// At shutdown, in-flight requests get this long to finish; connections still open then are
+    /// closed, so the process ends within this bound (plus the batch writer's final commit).
+    #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000)]
+    pub shutdown_timeout_ms: u64,
 }
 
 /// Flags of `airq token`.
@@ -182,6 +187,8 @@ pub struct Config {
     pub map_cache_ttl: Duration,
     /// Deadline for a whole request body.
     pub body_timeout: Duration,
+    /// Open connections and their end at shutdown.
+    pub connections: ConnectionSettings,
 }
 
 impl From<ServeArgs> for Config {
@@ -220,6 +227,9 @@ impl From<ServeArgs> for Config {
             },
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
             body_timeout: Duration::from_millis(args.body_timeout_ms),
+            connections: ConnectionSettings {
+                shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+            },
         }
     }
 }

@@ -12,6 +12,7 @@
 pub mod authenticate;
 pub mod body;
 pub mod cacheable;
+pub mod connections;
 pub mod error;
 pub mod request_id;
 pub mod respond;

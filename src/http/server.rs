@@ -3,7 +3,8 @@
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
 //! panics caught: a panicking handler answers a 500 problem instead of dropping the connection.
 //! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
-//! closed), then returns.
+//! closed) within the shutdown timeout, closes what is still open after it, then returns
+//! ([`super::connections`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,27 +17,30 @@ use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXP
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
+use super::connections::{ConnectionSettings, Connections};
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
 use super::state::AppState;
 use super::{router, Request, Response};
 
-/// How long in-flight requests get to finish at shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Serves `listener` until `shutdown` completes, then drains.
+/// Serves `listener` until `shutdown` completes, then drains within `settings.shutdown_timeout`.
+/// Once it returns, no connection holds `state` any more.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    settings: ConnectionSettings,
     shutdown: impl Future<Output = ()>,
 ) {
-    let graceful = GracefulShutdown::new();
+    let mut connections = Connections::new(settings);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -57,25 +61,11 @@ pub async fn serve(
             let state = Arc::clone(&state);
             async move { Ok::<_, Infallible>(handle(request, &state).await) }
         });
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
-            }
-        });
+        connections.serve(peer, http.serve_connection(TokioIo::new(stream), service));
     }
     drop(listener);
     tracing::info!("shutting down: draining in-flight requests");
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
-    }
+    connections.close().await;
 }
 
 /// One request: id, span, handler, panic capture, problem rendering.

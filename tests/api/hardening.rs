@@ -157,3 +157,76 @@ async fn a_body_sent_in_time_is_not_affected_by_the_deadline() {
     let device = app.register_named("alice", "on time").await;
     assert!(device["device_key"].is_string());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown within its bound
+// ---------------------------------------------------------------------------------------------
+
+/// Starts `POST /data` as `device` with `Expect: 100-continue`, waits for the server's go-ahead
+/// (so the handler is reading the body), sends a few bytes of the announced 100, and stalls.
+async fn stalled_upload(app: &TestApp, device: &Value) -> TcpStream {
+    let mut stream = connect(app).await;
+    let head = format!(
+        "POST /api/v1/data HTTP/1.1\r\nHost: airq\r\nX-Device-ID: {}\r\nX-Device-Key: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue",
+        device["device_id"].as_str().expect("device_id"),
+        device["device_key"].as_str().expect("device_key"),
+    );
+    send_partial(&mut stream, &head, b"").await;
+    let go_ahead = tokio::time::timeout(GUARD, read_response(&mut stream))
+        .await
+        .expect("a go-ahead before the guard");
+    assert_eq!(go_ahead.status, 100, "the handler reads the body");
+    stream.write_all(b"{\"aqi\":").await.expect("body start");
+    stream
+}
+
+/// A keep-alive connection that served one request and now sits idle.
+async fn idle_keep_alive(app: &TestApp) -> TcpStream {
+    let mut stream = connect(app).await;
+    send_partial(&mut stream, "GET /healthz HTTP/1.1\r\nHost: airq", b"").await;
+    let response = tokio::time::timeout(GUARD, read_response(&mut stream))
+        .await
+        .expect("answered before the guard");
+    assert_eq!(response.status, 200);
+    stream
+}
+
+/// Whether the server closed `stream` (reading gives end of file or a reset).
+async fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(GUARD, stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn shutdown_ends_within_its_bound_while_clients_hold_connections_open() {
+    let mut app = TestApp::spawn_with(|c| {
+        c.connections.shutdown_timeout = Duration::from_millis(500);
+    })
+    .await;
+    // `stop` drops the app and with it its data directory: keep the directory.
+    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
+    let device = app.register_named("alice", "balcony").await;
+    let receipt = app.upload_ok(&device, &crate::common::sample()).await;
+    let mut stalled = stalled_upload(&app, &device).await;
+    let mut idle = idle_keep_alive(&app).await;
+
+    tokio::time::timeout(GUARD, app.stop())
+        .await
+        .expect("the server stopped despite the stalled upload");
+    assert!(
+        closed_by_server(&mut stalled).await,
+        "stalled upload closed"
+    );
+    assert!(closed_by_server(&mut idle).await, "idle connection closed");
+
+    let app = TestApp::spawn_in(data_dir, |_| {}).await;
+    assert_eq!(
+        app.stored_ids().await,
+        vec![receipt["id"].as_u64().expect("receipt id")],
+        "the reading acknowledged before the shutdown is stored"
+    );
+}
