@@ -28,6 +28,15 @@ use super::{router, Request, Response};
 
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest request head (request line and header fields), in bytes. Past it hyper answers 431
+/// itself, with an empty body, and closes the connection: no route needs more, and a head is
+/// buffered whole before anything else can look at it.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Most header fields in a request head (hyper's default, stated); past it, 431 as above.
+pub const MAX_HEADERS: usize = 100;
+/// Largest read buffer of a connection (hyper also uses it to decide when to flush its write
+/// buffer): a whole head, plus as much again for body bytes read along with it.
+const MAX_BUFFER: usize = 2 * MAX_HEAD_BYTES;
 
 /// Serves `listener` until `shutdown` completes, then drains within `settings.shutdown_timeout`.
 /// Once it returns, no connection holds `state` any more.
@@ -40,7 +49,10 @@ pub async fn serve(
     let mut connections = Connections::new(settings);
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_BUFFER);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {

@@ -230,3 +230,46 @@ async fn shutdown_ends_within_its_bound_while_clients_hold_connections_open() {
         "the reading acknowledged before the shutdown is stored"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounded request heads
+// ---------------------------------------------------------------------------------------------
+
+/// Sends a whole `GET /healthz` head with `extra` header lines, and reads the answer.
+async fn healthz_with(app: &TestApp, extra: &str) -> RawResponse {
+    let mut stream = connect(app).await;
+    // The server may answer and close before it has read everything; the answer still arrives.
+    let _ = stream
+        .write_all(format!("GET /healthz HTTP/1.1\r\nHost: airq\r\n{extra}\r\n").as_bytes())
+        .await;
+    tokio::time::timeout(GUARD, read_response(&mut stream))
+        .await
+        .expect("answered before the guard")
+}
+
+#[tokio::test]
+async fn a_header_block_over_16_kib_is_431_with_an_empty_body() {
+    let app = TestApp::spawn().await;
+    let response = healthz_with(&app, &format!("X-Filler: {}\r\n", "a".repeat(17 * 1024))).await;
+    assert_eq!(response.status, 431);
+    assert!(response.body.is_empty(), "hyper's own answer has no body");
+}
+
+#[tokio::test]
+async fn more_than_100_header_fields_are_431() {
+    let app = TestApp::spawn().await;
+    let extra: String = (0..120).map(|n| format!("X-Field-{n}: {n}\r\n")).collect();
+    let response = healthz_with(&app, &extra).await;
+    assert_eq!(response.status, 431);
+}
+
+#[tokio::test]
+async fn a_large_header_block_under_the_cap_is_served() {
+    let app = TestApp::spawn().await;
+    let extra: String = (0..90)
+        .map(|n| format!("X-Field-{n}: {}\r\n", "b".repeat(150)))
+        .collect();
+    assert!((14 * 1024..16 * 1024).contains(&extra.len()));
+    let response = healthz_with(&app, &extra).await;
+    assert_eq!(response.status, 200);
+}
