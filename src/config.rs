@@ -122,6 +122,9 @@ pub struct ServeArgs {
     /// closed, so the process ends within this bound (plus the batch writer's final commit).
     #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    #[arg(long, env = "AIRQ_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
 }
 
 /// Flags of `airq token`.
@@ -228,6 +231,7 @@ impl From<ServeArgs> for Config {
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
             body_timeout: Duration::from_millis(args.body_timeout_ms),
             connections: ConnectionSettings {
+                max_open: args.max_connections as usize,
                 shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
             },
         }

@@ -55,6 +55,11 @@ pub async fn serve(
         .max_buf_size(MAX_BUFFER);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // Past the cap, new connections wait in the listen backlog until one closes.
+        let permit = tokio::select! {
+            permit = connections.room() => permit,
+            () = &mut shutdown => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -73,7 +78,11 @@ pub async fn serve(
             let state = Arc::clone(&state);
             async move { Ok::<_, Infallible>(handle(request, &state).await) }
         });
-        connections.serve(peer, http.serve_connection(TokioIo::new(stream), service));
+        connections.serve(
+            permit,
+            peer,
+            http.serve_connection(TokioIo::new(stream), service),
+        );
     }
     drop(listener);
     tracing::info!("shutting down: draining in-flight requests");

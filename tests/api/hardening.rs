@@ -273,3 +273,28 @@ async fn a_large_header_block_under_the_cap_is_served() {
     let response = healthz_with(&app, &extra).await;
     assert_eq!(response.status, 200);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A cap on open connections
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn past_the_connection_cap_a_request_waits_until_a_connection_closes() {
+    let app = TestApp::spawn_with(|c| c.connections.max_open = 2).await;
+    let first = idle_keep_alive(&app).await;
+    let _second = idle_keep_alive(&app).await;
+
+    let mut third = connect(&app).await;
+    send_partial(&mut third, "GET /healthz HTTP/1.1\r\nHost: airq", b"").await;
+    let waiting = tokio::time::timeout(Duration::from_millis(300), read_response(&mut third)).await;
+    assert!(
+        waiting.is_err(),
+        "not served while two connections are open"
+    );
+
+    drop(first);
+    let response = tokio::time::timeout(GUARD, read_response(&mut third))
+        .await
+        .expect("served once a connection closed");
+    assert_eq!(response.status, 200);
+}
