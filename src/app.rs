@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::local::LocalIssuerError;
-use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
+use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::cacheable::map_cache;
@@ -70,12 +70,12 @@ impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
         let issuer = LocalIssuer::open(&config.data_dir)?;
-        let auth = Authenticator::new(
-            &config.owner_auth,
-            &issuer,
-            config.auth_issuer.clone(),
-            config.auth_audience.clone(),
-        )?;
+        let rules = TokenRules {
+            issuer: config.auth_issuer.clone(),
+            audience: config.auth_audience.clone(),
+            leeway: config.auth_leeway,
+        };
+        let auth = Authenticator::new(&config.owner_auth, &issuer, rules)?;
         if let Err(error) = auth.warm_up().await {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }

@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// Required `aud` of owner tokens from an external identity provider.
     #[arg(long, env = "AIRQ_AUTH_AUDIENCE")]
     pub auth_audience: Option<String>,
+    /// Clock skew tolerated when checking the `exp` and `nbf` of owner tokens, in seconds.
+    #[arg(long, env = "AIRQ_AUTH_LEEWAY_SECS", default_value_t = 30)]
+    pub auth_leeway_secs: u64,
     /// The batch writer flushes once this many readings are buffered.
     #[arg(long, env = "AIRQ_BATCH_MAX_ROWS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max_rows: u32,
@@ -180,6 +183,8 @@ pub struct Config {
     pub auth_issuer: Option<String>,
     /// Required `aud` for external tokens.
     pub auth_audience: Option<String>,
+    /// Clock skew tolerated on the `exp` and `nbf` of owner tokens.
+    pub auth_leeway: Duration,
     /// Batch writer tuning.
     pub batch: BatchConfig,
     /// SQLite lock wait.
@@ -216,6 +221,7 @@ impl From<ServeArgs> for Config {
             owner_auth,
             auth_issuer: args.auth_issuer,
             auth_audience: args.auth_audience,
+            auth_leeway: Duration::from_secs(args.auth_leeway_secs),
             batch: BatchConfig {
                 max_rows: args.batch_max_rows as usize,
                 max_delay: Duration::from_millis(args.batch_max_delay_ms),

@@ -3,13 +3,15 @@
 //! validity. Clients here speak raw HTTP/1.1 over TCP where a polite client library would not
 //! misbehave the way these tests need.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::Value;
+use airq::config::OwnerAuth;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::common::TestApp;
+use crate::common::{problem, TestApp};
 
 /// Guard against a hang: far longer than anything below should take.
 const GUARD: Duration = Duration::from_secs(10);
@@ -297,4 +299,133 @@ async fn past_the_connection_cap_a_request_waits_until_a_connection_closes() {
         .await
         .expect("served once a connection closed");
     assert_eq!(response.status, 200);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token times: `exp` and `nbf` with an explicit leeway
+// ---------------------------------------------------------------------------------------------
+
+/// Seconds since the epoch, as the verifier sees them (system time, not the app's manual clock).
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs()
+        .try_into()
+        .expect("fits")
+}
+
+/// Local-issuer claims for alice, issued an hour ago, with `exp` (and `nbf`) relative to now.
+fn local_claims(exp_in: i64, nbf_in: Option<i64>) -> Value {
+    let mut claims = json!({
+        "iss": "airq-local",
+        "sub": "alice",
+        "iat": now() - 3600,
+        "exp": now() + exp_in,
+    });
+    if let Some(nbf_in) = nbf_in {
+        claims["nbf"] = json!(now() + nbf_in);
+    }
+    claims
+}
+
+/// An HS256 token over `claims`, keyed with `secret`.
+fn hs256(secret: &[u8], claims: &Value) -> String {
+    jsonwebtoken::encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret),
+    )
+    .expect("token signed")
+}
+
+/// A token over `claims` signed by the app's local issuer (its secret in the data dir).
+fn local_token(app: &TestApp, claims: &Value) -> String {
+    let secret = std::fs::read(app.data_dir.path().join("owner-token.secret")).expect("secret");
+    hs256(&secret, claims)
+}
+
+/// The status of `GET /devices` with `token`; a 401 must be a problem with the owner challenge.
+async fn status_with(app: &TestApp, token: &str) -> u16 {
+    let response = app
+        .client
+        .get(app.url("/devices"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("request sent");
+    let status = response.status().as_u16();
+    if status == 401 {
+        assert_eq!(
+            response.headers()["www-authenticate"],
+            "Bearer realm=\"airq\""
+        );
+        problem(response, 401).await;
+    }
+    status
+}
+
+#[tokio::test]
+async fn a_token_expired_45_s_ago_is_401_with_the_default_leeway() {
+    let app = TestApp::spawn().await;
+    let token = local_token(&app, &local_claims(-45, None));
+    assert_eq!(status_with(&app, &token).await, 401);
+}
+
+#[tokio::test]
+async fn a_token_expired_within_the_leeway_is_accepted() {
+    let app = TestApp::spawn().await;
+    let token = local_token(&app, &local_claims(-10, None));
+    assert_eq!(status_with(&app, &token).await, 200);
+}
+
+#[tokio::test]
+async fn a_token_not_valid_for_another_2_minutes_is_401() {
+    let app = TestApp::spawn().await;
+    let token = local_token(&app, &local_claims(3600, Some(120)));
+    assert_eq!(status_with(&app, &token).await, 401);
+}
+
+#[tokio::test]
+async fn a_token_valid_from_within_the_leeway_is_accepted() {
+    let app = TestApp::spawn().await;
+    for nbf_in in [-60, 0, 10] {
+        let token = local_token(&app, &local_claims(3600, Some(nbf_in)));
+        assert_eq!(status_with(&app, &token).await, 200, "nbf in {nbf_in} s");
+    }
+}
+
+#[tokio::test]
+async fn the_leeway_is_configurable() {
+    let strict = TestApp::spawn_with(|c| c.auth_leeway = Duration::ZERO).await;
+    let token = local_token(&strict, &local_claims(-5, None));
+    assert_eq!(status_with(&strict, &token).await, 401, "no leeway");
+    let token = local_token(&strict, &local_claims(3600, Some(5)));
+    assert_eq!(status_with(&strict, &token).await, 401, "no leeway for nbf");
+
+    let lenient = TestApp::spawn_with(|c| c.auth_leeway = Duration::from_secs(180)).await;
+    let token = local_token(&lenient, &local_claims(-120, Some(120)));
+    assert_eq!(status_with(&lenient, &token).await, 200, "three minutes");
+}
+
+#[tokio::test]
+async fn tokens_of_a_shared_secret_identity_provider_get_the_same_time_checks() {
+    const SECRET: &[u8] = b"a shared secret of the identity provider, 32+ bytes";
+    let app = TestApp::spawn_with(|c| {
+        c.owner_auth = OwnerAuth::SharedSecret(String::from_utf8_lossy(SECRET).into_owned());
+    })
+    .await;
+    let claims = |exp_in: i64, nbf_in: i64| json!({ "sub": "alice", "iat": now() - 3600, "exp": now() + exp_in, "nbf": now() + nbf_in });
+    assert_eq!(
+        status_with(&app, &hs256(SECRET, &claims(3600, 0))).await,
+        200
+    );
+    assert_eq!(
+        status_with(&app, &hs256(SECRET, &claims(-45, -3600))).await,
+        401
+    );
+    assert_eq!(
+        status_with(&app, &hs256(SECRET, &claims(3600, 120))).await,
+        401
+    );
 }
