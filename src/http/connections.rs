@@ -7,9 +7,10 @@
 //! connections close. A connection's memory is bounded by the server's buffer limits, so the cap
 //! bounds the memory of all connections together.
 //!
-//! Shutdown asks every connection to close gracefully: an idle keep-alive connection closes at once, a busy one after its current
-//! response. Whatever is still open after [`ConnectionSettings::shutdown_timeout`] — a client
-//! that never finishes its body, never reads its answer — is aborted. That is what lets the process end within its bound whatever clients
+//! Shutdown asks every connection to close gracefully: an idle keep-alive connection closes at
+//! once, a busy one after its current response. Whatever is still open after
+//! [`ConnectionSettings::shutdown_timeout`] — a client that never finishes its body, never reads
+//! its answer — is aborted. That is what lets the process end within its bound whatever clients
 //! do: a connection task holds the shared state, and with it the batch writer's queue, and the
 //! writer drains and stops only once the last of them is gone.
 
@@ -69,7 +70,7 @@ impl Connections {
         C: GracefulConnection + Send + 'static,
         C::Error: Display,
     {
-        // Collect the tasks that ended, so the set holds only about the open connections.
+        // Collect the tasks that ended, so the set holds little beyond the open connections.
         while let Some(ended) = self.tasks.try_join_next() {
             if let Err(error) = ended {
                 tracing::error!(%error, "a connection task failed");

@@ -31,9 +31,9 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest request head (request line and header fields), in bytes. Past it hyper answers 431
 /// itself, with an empty body, and closes the connection: no route needs more, and a head is
 /// buffered whole before anything else can look at it.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Most header fields in a request head (hyper's default, stated); past it, 431 as above.
-pub const MAX_HEADERS: usize = 100;
+const MAX_HEADERS: usize = 100;
 /// Largest read buffer of a connection (hyper also uses it to decide when to flush its write
 /// buffer): a whole head, plus as much again for body bytes read along with it.
 const MAX_BUFFER: usize = 2 * MAX_HEAD_BYTES;

@@ -415,7 +415,14 @@ async fn tokens_of_a_shared_secret_identity_provider_get_the_same_time_checks() 
         c.owner_auth = OwnerAuth::SharedSecret(String::from_utf8_lossy(SECRET).into_owned());
     })
     .await;
-    let claims = |exp_in: i64, nbf_in: i64| json!({ "sub": "alice", "iat": now() - 3600, "exp": now() + exp_in, "nbf": now() + nbf_in });
+    let claims = |exp_in: i64, nbf_in: i64| {
+        json!({
+            "sub": "alice",
+            "iat": now() - 3600,
+            "exp": now() + exp_in,
+            "nbf": now() + nbf_in,
+        })
+    };
     assert_eq!(
         status_with(&app, &hs256(SECRET, &claims(3600, 0))).await,
         200
