@@ -3,7 +3,8 @@
 //! [`Application::build`] opens the stores, the authenticator, the batch writer and the listener,
 //! so a process that cannot serve fails before it claims to. [`Application::run_until`] serves
 //! until the given future completes, then shuts down in order: stop accepting, let in-flight
-//! requests finish, then let the batch writer commit everything it accepted, then return.
+//! requests finish (closing the connections still open after the shutdown timeout), then let the
+//! batch writer commit everything it accepted, then return.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -12,10 +13,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use crate::auth::local::LocalIssuerError;
-use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
+use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::http::cacheable::map_cache;
+use crate::http::connections::ConnectionSettings;
 use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
 use crate::metrics::ServerMetrics;
@@ -60,6 +62,7 @@ pub struct Application {
     address: SocketAddr,
     state: Arc<AppState>,
     writer: WriterGuard,
+    connections: ConnectionSettings,
     /// Cross-process credential invalidation (PostgreSQL only); stops when dropped.
     _listener: Option<ListenerGuard>,
     /// Forgets idle rate-limit keys; stops when dropped.
@@ -70,12 +73,12 @@ impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
         let issuer = LocalIssuer::open(&config.data_dir)?;
-        let auth = Authenticator::new(
-            &config.owner_auth,
-            &issuer,
-            config.auth_issuer.clone(),
-            config.auth_audience.clone(),
-        )?;
+        let rules = TokenRules {
+            issuer: config.auth_issuer.clone(),
+            audience: config.auth_audience.clone(),
+            leeway: config.auth_leeway,
+        };
+        let auth = Authenticator::new(&config.owner_auth, &issuer, rules)?;
         if let Err(error) = auth.warm_up().await {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
@@ -144,6 +147,7 @@ impl Application {
             limits,
             metrics,
             clock,
+            body_timeout: config.body_timeout,
         });
         let bind_error = |source| StartError::Bind {
             address: config.listen,
@@ -156,6 +160,7 @@ impl Application {
             address,
             state,
             writer,
+            connections: config.connections,
             _listener: postgres.map(|(_, listener)| listener),
             _sweeper: sweeper,
         })
@@ -170,8 +175,9 @@ impl Application {
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
         tracing::info!(address = %self.address, "airq listening");
         // `serve` drops the last handle to the state, and with it the batch writer's queue, once
-        // every connection is done; the writer then commits what it holds and stops.
-        server::serve(self.socket, self.state, shutdown).await;
+        // every connection is done (or closed after the shutdown timeout); the writer then
+        // commits what it holds and stops.
+        server::serve(self.socket, self.state, self.connections, shutdown).await;
         self.writer.join().await;
         tracing::info!("airq stopped");
     }

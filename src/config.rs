@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
+pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
@@ -84,6 +85,9 @@ pub struct ServeArgs {
     /// Required `aud` of owner tokens from an external identity provider.
     #[arg(long, env = "AIRQ_AUTH_AUDIENCE")]
     pub auth_audience: Option<String>,
+    /// Clock skew tolerated when checking the `exp` and `nbf` of owner tokens, in seconds.
+    #[arg(long, env = "AIRQ_AUTH_LEEWAY_SECS", default_value_t = 30)]
+    pub auth_leeway_secs: u64,
     /// The batch writer flushes once this many readings are buffered.
     #[arg(long, env = "AIRQ_BATCH_MAX_ROWS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch_max_rows: u32,
@@ -131,6 +135,17 @@ pub struct ServeArgs {
     /// client a public request counts for; from any other peer the header is ignored.
     #[arg(long, env = "AIRQ_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
     pub trusted_proxies: TrustedProxies,
+    /// A request body must arrive in full within this time after the server starts reading it,
+    /// else 408.
+    #[arg(long, env = "AIRQ_BODY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
+    /// At shutdown, in-flight requests get this long to finish; connections still open then are
+    /// closed, so the process ends within this bound (plus the batch writer's final commit).
+    #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000)]
+    pub shutdown_timeout_ms: u64,
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    #[arg(long, env = "AIRQ_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
 }
 
 /// The highest rate a limit accepts: one request a microsecond.
@@ -189,6 +204,8 @@ pub struct Config {
     pub auth_issuer: Option<String>,
     /// Required `aud` for external tokens.
     pub auth_audience: Option<String>,
+    /// Clock skew tolerated on the `exp` and `nbf` of owner tokens.
+    pub auth_leeway: Duration,
     /// Batch writer tuning.
     pub batch: BatchConfig,
     /// SQLite lock wait.
@@ -199,6 +216,10 @@ pub struct Config {
     pub map_cache_ttl: Duration,
     /// Upload and public rate limits.
     pub rate_limits: RateLimitConfig,
+    /// Deadline for a whole request body.
+    pub body_timeout: Duration,
+    /// Open connections and their end at shutdown.
+    pub connections: ConnectionSettings,
 }
 
 impl From<ServeArgs> for Config {
@@ -223,6 +244,7 @@ impl From<ServeArgs> for Config {
             owner_auth,
             auth_issuer: args.auth_issuer,
             auth_audience: args.auth_audience,
+            auth_leeway: Duration::from_secs(args.auth_leeway_secs),
             batch: BatchConfig {
                 max_rows: args.batch_max_rows as usize,
                 max_delay: Duration::from_millis(args.batch_max_delay_ms),
@@ -246,6 +268,11 @@ impl From<ServeArgs> for Config {
                     burst: args.rate_public_burst,
                 },
                 trusted_proxies: args.trusted_proxies,
+            },
+            body_timeout: Duration::from_millis(args.body_timeout_ms),
+            connections: ConnectionSettings {
+                max_open: args.max_connections as usize,
+                shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
             },
         }
     }

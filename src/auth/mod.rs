@@ -6,14 +6,20 @@
 //! - a secret shared with an identity provider (HS256);
 //! - an identity provider's JWKS document ([`jwks`]): RS256, ES256 or EdDSA.
 //!
-//! Guarantees: `exp` and `sub` are required; a token is accepted only with the one algorithm its
-//! key is for, so `alg: none` and algorithm confusion (an HMAC token "signed" with a public key)
-//! are refused; configured `iss` and `aud` are enforced. Tokens are never logged, and only the
-//! `Authorization` header is read: credentials in the query string are ignored.
+//! Guarantees: `exp` and `sub` are required; `exp`, and `nbf` when present, are checked against
+//! the system clock with an explicit leeway ([`TokenRules::leeway`], `--auth-leeway-secs`, 30 s
+//! by default: the clock skew tolerated between the identity provider and us; jsonwebtoken's own
+//! default, 60 s, lets an expired token pass for a minute, and it ignores `nbf`); a token is
+//! accepted only with the one algorithm its key is for, so `alg: none` and algorithm confusion (an
+//! HMAC token "signed" with a public key) are refused; configured `iss` and `aud` are enforced.
+//! Tokens are never logged, and only the `Authorization` header is read: credentials in the query
+//! string are ignored.
 
 pub mod jwks;
 pub mod key_cache;
 pub mod local;
+
+use std::time::Duration;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -58,6 +64,17 @@ struct Claims {
     sub: String,
 }
 
+/// What an owner token must satisfy besides its signature.
+#[derive(Debug, Clone)]
+pub struct TokenRules {
+    /// Required `iss` (external identity providers only; local tokens always need `airq-local`).
+    pub issuer: Option<String>,
+    /// Required `aud` (external identity providers only).
+    pub audience: Option<String>,
+    /// Clock skew tolerated on `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
 /// Verifies owner tokens.
 #[derive(Debug)]
 pub struct Authenticator {
@@ -71,8 +88,7 @@ enum Verifier {
     },
     Jwks {
         keys: Box<JwksKeys>,
-        issuer: Option<String>,
-        audience: Option<String>,
+        rules: TokenRules,
     },
 }
 
@@ -91,30 +107,27 @@ impl Authenticator {
     pub fn new(
         mode: &OwnerAuth,
         local: &LocalIssuer,
-        issuer: Option<String>,
-        audience: Option<String>,
+        rules: TokenRules,
     ) -> Result<Self, JwksError> {
         let verifier = match mode {
             OwnerAuth::Local => Verifier::Hs256 {
                 key: local.decoding_key(),
                 validation: Box::new(validation(
                     Algorithm::HS256,
-                    Some(LocalIssuer::ISSUER),
-                    None,
+                    &TokenRules {
+                        issuer: Some(LocalIssuer::ISSUER.to_owned()),
+                        audience: None,
+                        leeway: rules.leeway,
+                    },
                 )),
             },
             OwnerAuth::SharedSecret(secret) => Verifier::Hs256 {
                 key: DecodingKey::from_secret(secret.as_bytes()),
-                validation: Box::new(validation(
-                    Algorithm::HS256,
-                    issuer.as_deref(),
-                    audience.as_deref(),
-                )),
+                validation: Box::new(validation(Algorithm::HS256, &rules)),
             },
             OwnerAuth::Jwks(url) => Verifier::Jwks {
                 keys: Box::new(JwksKeys::new(url)?),
-                issuer,
-                audience,
+                rules,
             },
         };
         Ok(Self { verifier })
@@ -126,14 +139,10 @@ impl Authenticator {
             Verifier::Hs256 { key, validation } => {
                 jsonwebtoken::decode::<Claims>(token, key, validation)?.claims
             }
-            Verifier::Jwks {
-                keys,
-                issuer,
-                audience,
-            } => {
+            Verifier::Jwks { keys, rules } => {
                 let header = jsonwebtoken::decode_header(token)?;
                 let (key, algorithm) = keys.key_for(header.kid.as_deref()).await?;
-                let validation = validation(algorithm, issuer.as_deref(), audience.as_deref());
+                let validation = validation(algorithm, rules);
                 jsonwebtoken::decode::<Claims>(token, &key, &validation)?.claims
             }
         };
@@ -149,20 +158,24 @@ impl Authenticator {
     }
 }
 
-/// Rules for one algorithm: `exp` and `sub` required, `iss`/`aud` when configured.
-fn validation(algorithm: Algorithm, issuer: Option<&str>, audience: Option<&str>) -> Validation {
+/// Rules for one algorithm: `exp` and `sub` required, `nbf` checked when present, `iss`/`aud`
+/// when configured, all times with the configured leeway.
+fn validation(algorithm: Algorithm, rules: &TokenRules) -> Validation {
     let mut validation = Validation::new(algorithm);
+    validation.leeway = rules.leeway.as_secs();
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
     // jsonwebtoken checks `iss` and `aud` only when the token carries them: a configured one must
     // also be required, or a token without it would pass.
     let mut required = vec!["exp", "sub"];
-    match issuer {
+    match &rules.issuer {
         Some(issuer) => {
             validation.set_issuer(&[issuer]);
             required.push("iss");
         }
         None => validation.iss = None,
     }
-    match audience {
+    match &rules.audience {
         Some(audience) => {
             validation.set_audience(&[audience]);
             required.push("aud");

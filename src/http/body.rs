@@ -1,14 +1,21 @@
-//! JSON request bodies: media type, content coding, size limit, syntax.
+//! JSON request bodies: media type, content coding, size limit, deadline, syntax.
 //!
 //! The limit is decided from `Content-Length` before anything is read and, for a body without
 //! one (chunked), while it streams, so an oversized body is never buffered whole. A
 //! `Content-Encoding: gzip` body (cellular sensors pay for every byte) is held to the same limit
 //! twice: as sent, and decompressed, where decompression stops one byte past the limit, so a
 //! decompression bomb costs at most the limit in memory before it is refused with 413.
+//!
+//! The whole body must arrive within one deadline (`--body-timeout-ms`), counted from the first
+//! read: a client that trickles its body a byte at a time, or stops halfway, would otherwise hold
+//! its connection, its buffer and its place in the drain at shutdown for as long as it likes. It
+//! is answered 408 and the connection is closed.
+
+use std::io::Read as _;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use http_body_util::BodyExt;
-use std::io::Read as _;
 
 use hyper::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use simd_json::OwnedValue;
@@ -28,8 +35,13 @@ enum Coding {
     Gzip,
 }
 
-/// The body of `request` as a JSON value, at most `limit` bytes (also once decompressed).
-pub async fn json(request: Request, limit: usize) -> Result<OwnedValue, ApiError> {
+/// The body of `request` as a JSON value, at most `limit` bytes (also once decompressed), read
+/// in full within `deadline`.
+pub async fn json(
+    request: Request,
+    limit: usize,
+    deadline: Duration,
+) -> Result<OwnedValue, ApiError> {
     if !declares_json(&request) {
         return Err(ApiError::UnsupportedMediaType);
     }
@@ -42,17 +54,10 @@ pub async fn json(request: Request, limit: usize) -> Result<OwnedValue, ApiError
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(ApiError::PayloadTooLarge { limit });
     }
-    let mut body = request.into_body();
-    let mut bytes = BytesMut::with_capacity(declared.map_or(1024, |length| length as usize));
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(ApiError::BodyRead)?;
-        if let Ok(data) = frame.into_data() {
-            if bytes.len() + data.len() > limit {
-                return Err(ApiError::PayloadTooLarge { limit });
-            }
-            bytes.extend_from_slice(&data);
-        }
-    }
+    let capacity = declared.map_or(1024, |length| length as usize);
+    let mut bytes = tokio::time::timeout(deadline, collect(request, limit, capacity))
+        .await
+        .map_err(|_| ApiError::BodyTimeout { deadline })??;
     if coding == Coding::Gzip {
         bytes = gunzip(&bytes, limit)?;
     }
@@ -63,6 +68,22 @@ pub async fn json(request: Request, limit: usize) -> Result<OwnedValue, ApiError
     }
     simd_json::to_owned_value(&mut bytes)
         .map_err(|error| ApiError::MalformedBody(format!("the body is not valid JSON: {error}")))
+}
+
+/// The body's bytes as sent, refused once they pass `limit`.
+async fn collect(request: Request, limit: usize, capacity: usize) -> Result<BytesMut, ApiError> {
+    let mut body = request.into_body();
+    let mut bytes = BytesMut::with_capacity(capacity);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(ApiError::BodyRead)?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                return Err(ApiError::PayloadTooLarge { limit });
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
 }
 
 /// Whether the media type is `application/json` (parameters such as `charset` allowed).

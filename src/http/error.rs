@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::StatusCode;
 use serde::Serialize;
 
@@ -82,6 +82,12 @@ pub enum ApiError {
     /// The client stopped sending the body halfway.
     #[error("reading the body")]
     BodyRead(#[source] hyper::Error),
+    /// The body did not arrive in full within the deadline (a slow or stalled client).
+    #[error("the body did not arrive within {deadline:?}")]
+    BodyTimeout {
+        /// The deadline for the whole body.
+        deadline: std::time::Duration,
+    },
     /// No such resource for this caller.
     #[error("not found: {0}")]
     NotFound(&'static str),
@@ -219,6 +225,19 @@ impl ApiError {
                 "Malformed Body",
                 "the body could not be read to its end".to_owned(),
             ),
+            Self::BodyTimeout { deadline } => {
+                // The rest of the body may still arrive: the connection cannot be reused.
+                headers.push((CONNECTION, HeaderValue::from_static("close")));
+                (
+                    StatusCode::REQUEST_TIMEOUT,
+                    BLANK_TYPE,
+                    "Request Timeout",
+                    format!(
+                        "the body did not arrive in full within {} ms; send the whole body without pauses",
+                        deadline.as_millis()
+                    ),
+                )
+            }
             Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
             Self::NotReady(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -14,6 +14,7 @@
 pub mod authenticate;
 pub mod body;
 pub mod cacheable;
+pub mod connections;
 pub mod error;
 pub mod rate_limit;
 pub mod request_id;

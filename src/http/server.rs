@@ -3,7 +3,8 @@
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
 //! panics caught: a panicking handler answers a 500 problem instead of dropping the connection.
 //! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
-//! closed), then returns.
+//! closed) within the shutdown timeout, closes what is still open after it, then returns
+//! ([`super::connections`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,29 +18,49 @@ use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXP
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
+use super::connections::{ConnectionSettings, Connections};
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
 use super::state::AppState;
 use super::{router, Request, Response};
 
-/// How long in-flight requests get to finish at shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest request head (request line and header fields), in bytes. Past it hyper answers 431
+/// itself, with an empty body, and closes the connection: no route needs more, and a head is
+/// buffered whole before anything else can look at it.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Most header fields in a request head (hyper's default, stated); past it, 431 as above.
+const MAX_HEADERS: usize = 100;
+/// Largest read buffer of a connection (hyper also uses it to decide when to flush its write
+/// buffer): a whole head, plus as much again for body bytes read along with it.
+const MAX_BUFFER: usize = 2 * MAX_HEAD_BYTES;
 
-/// Serves `listener` until `shutdown` completes, then drains.
+/// Serves `listener` until `shutdown` completes, then drains within `settings.shutdown_timeout`.
+/// Once it returns, no connection holds `state` any more.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    settings: ConnectionSettings,
     shutdown: impl Future<Output = ()>,
 ) {
-    let graceful = GracefulShutdown::new();
+    let mut connections = Connections::new(settings);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_headers(MAX_HEADERS)
+        .max_buf_size(MAX_BUFFER);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // Past the cap, new connections wait in the listen backlog until one closes.
+        let permit = tokio::select! {
+            permit = connections.room() => permit,
+            () = &mut shutdown => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -58,25 +79,15 @@ pub async fn serve(
             let state = Arc::clone(&state);
             async move { Ok::<_, Infallible>(handle(request, peer.ip(), &state).await) }
         });
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(HEADER_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), service);
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
-            }
-        });
+        connections.serve(
+            permit,
+            peer,
+            http.serve_connection(TokioIo::new(stream), service),
+        );
     }
     drop(listener);
     tracing::info!("shutting down: draining in-flight requests");
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("in-flight requests did not finish within {DRAIN_TIMEOUT:?}");
-    }
+    connections.close().await;
 }
 
 /// One request from `peer`: id, span, handler, panic capture, problem rendering.

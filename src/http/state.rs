@@ -34,4 +34,6 @@ pub struct AppState {
     pub metrics: Arc<ServerMetrics>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
+    /// How long a request body may take to arrive in full.
+    pub body_timeout: Duration,
 }

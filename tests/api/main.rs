@@ -17,6 +17,7 @@ mod custom;
 mod devices;
 mod errors;
 mod examples;
+mod hardening;
 mod historical;
 mod openapi;
 mod public;

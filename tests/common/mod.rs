@@ -157,6 +157,10 @@ async fn served_contract(client: &reqwest::Client, server: std::net::SocketAddr)
 pub struct TestApp {
     /// `http://127.0.0.1:PORT` of the relay in front of the server.
     pub base: String,
+    /// The server's own address, for tests of the wire itself (slow or oversized request heads
+    /// and bodies, connection limits), which the relay would buffer; its answers are not checked
+    /// against the document.
+    pub server_addr: std::net::SocketAddr,
     /// A client without connection reuse surprises.
     pub client: reqwest::Client,
     /// The server's clock.
@@ -250,6 +254,7 @@ impl TestApp {
         let proxy = Proxy::start(server_addr, served_contract(&client, server_addr).await).await;
         Self {
             base: format!("http://{}", proxy.addr()),
+            server_addr,
             client,
             clock,
             data_dir,

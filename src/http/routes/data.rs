@@ -21,7 +21,7 @@ use crate::http::{authenticate, body, respond, Request, Response};
 pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let device = authenticate::device(&request, state).await?;
     state.limits.upload(device.id)?;
-    let body = body::json(request, body::MAX_BODY).await?;
+    let body = body::json(request, body::MAX_BODY, state.body_timeout).await?;
     let now = state.clock.now();
     let reading = Reading::parse(&body, now)?;
     let at = reading.measured_at.unwrap_or(now);
@@ -46,7 +46,7 @@ struct BatchReceiptView {
 pub async fn upload_batch(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let device = authenticate::device(&request, state).await?;
     state.limits.upload(device.id)?;
-    let body = body::json(request, body::MAX_BATCH_BODY).await?;
+    let body = body::json(request, body::MAX_BATCH_BODY, state.body_timeout).await?;
     let now = state.clock.now();
     let readings = ReadingBatch::parse(&body, now)?
         .into_readings()

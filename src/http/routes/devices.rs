@@ -16,7 +16,8 @@ const NOT_FOUND: &str = "no device with this id";
 /// `POST /devices`: registers a device and hands out its first key.
 pub async fn register(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
-    let registration = Registration::parse(&body::json(request, body::MAX_BODY).await?)?;
+    let registration =
+        Registration::parse(&body::json(request, body::MAX_BODY, state.body_timeout).await?)?;
     let now = state.clock.now();
     let key = DeviceKey::generate();
     let device = Device {
@@ -61,7 +62,8 @@ pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Respon
 pub async fn update(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
-    let patch = DevicePatch::parse(&body::json(request, body::MAX_BODY).await?)?;
+    let patch =
+        DevicePatch::parse(&body::json(request, body::MAX_BODY, state.body_timeout).await?)?;
     let device = state
         .devices
         .update(&owner, id, &patch, state.clock.now())
