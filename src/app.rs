@@ -15,7 +15,7 @@ use crate::auth::local::LocalIssuerError;
 use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::http::cacheable::map_cache;
+use crate::http::cacheable::MapCache;
 use crate::http::{server, AppState};
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
@@ -134,7 +134,7 @@ impl Application {
             devices,
             readings,
             writer: batch_writer,
-            map: map_cache(config.map_cache_ttl),
+            map: MapCache::new(config.map_cache_ttl),
             map_ttl: config.map_cache_ttl,
             metrics,
             clock,

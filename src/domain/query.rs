@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use chrono::{Months, NaiveDate};
 use chrono_tz::Tz;
 
+use super::bbox::{self, BoundingBox};
 use super::field_errors::{Code, FieldErrors, In};
 use super::timeline::{DateRange, Interval, Timeline};
 
@@ -28,6 +29,24 @@ pub struct CustomQuery {
     pub interval: Interval,
     /// Zone of dates, buckets and labels.
     pub tz: Tz,
+}
+
+/// The parsed query of the map route.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MapQuery {
+    /// Only the entries inside this box (`None`: all).
+    pub bbox: Option<BoundingBox>,
+}
+
+impl MapQuery {
+    /// `bbox` (optional; empty counts as absent).
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let bbox = match params.get(bbox::PARAMETER) {
+            None | Some("") => None,
+            Some(text) => Some(BoundingBox::parse(text)?),
+        };
+        Ok(Self { bbox })
+    }
 }
 
 /// The decoded pairs of a query string; the first occurrence of a name wins.

@@ -17,6 +17,7 @@ mod devices;
 mod errors;
 mod examples;
 mod historical;
+mod map_formats;
 mod openapi;
 mod public;
 mod routes;

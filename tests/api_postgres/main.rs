@@ -36,6 +36,9 @@ mod errors;
 #[path = "../api/historical.rs"]
 mod historical;
 #[cfg(airq_test_postgres)]
+#[path = "../api/map_formats.rs"]
+mod map_formats;
+#[cfg(airq_test_postgres)]
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_postgres)]
