@@ -13,6 +13,7 @@ pub mod authenticate;
 pub mod body;
 pub mod cacheable;
 pub mod error;
+pub mod export;
 pub mod negotiate;
 pub mod request_id;
 pub mod respond;

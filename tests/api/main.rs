@@ -16,6 +16,7 @@ mod custom;
 mod devices;
 mod errors;
 mod examples;
+mod export;
 mod historical;
 mod map_formats;
 mod openapi;

@@ -33,6 +33,9 @@ mod devices;
 #[path = "../api/errors.rs"]
 mod errors;
 #[cfg(airq_test_postgres)]
+#[path = "../api/export.rs"]
+mod export;
+#[cfg(airq_test_postgres)]
 #[path = "../api/historical.rs"]
 mod historical;
 #[cfg(airq_test_postgres)]

@@ -34,6 +34,9 @@ mod devices;
 #[path = "../api/errors.rs"]
 mod errors;
 #[cfg(airq_test_questdb)]
+#[path = "../api/export.rs"]
+mod export;
+#[cfg(airq_test_questdb)]
 #[path = "../api/historical.rs"]
 mod historical;
 #[cfg(airq_test_questdb)]

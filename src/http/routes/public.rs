@@ -1,4 +1,5 @@
-//! The public routes: a public device, its current and historical readings, and the map.
+//! The public routes: a public device, its current and historical readings, its raw export, and
+//! the map.
 //!
 //! An unknown device and a private one answer the very same 404, so the routes do not reveal
 //! which ids exist. Visibility is read from the device store on every request: making a device
@@ -7,9 +8,10 @@
 use bytes::Bytes;
 
 use crate::domain::field_errors::both;
-use crate::domain::{Device, DeviceUuid, HistoricalQuery, MapQuery, QueryParams};
+use crate::domain::{Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
 use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
 use crate::http::error::ApiError;
+use crate::http::export::{self, Format};
 use crate::http::negotiate;
 use crate::http::respond::Data;
 use crate::http::state::AppState;
@@ -72,6 +74,25 @@ pub async fn historical(
     .await?;
     let rendered = Rendered::json(&HistoricalView::new(&series, query.timeline))?;
     Ok(rendered.respond(request.headers(), revalidate()))
+}
+
+/// `GET /public/devices/{id}/readings?start=…&end=…`: the raw readings of a public device,
+/// streamed as JSON, CSV or NDJSON (by `Accept`); positions only if its location is public.
+pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let (id, query) = both(
+        DeviceUuid::parse_path(id),
+        ExportQuery::parse(&QueryParams::parse(request.uri().query())),
+    )?;
+    let device = public_device(state, id).await?;
+    let format = Format::negotiate(request.headers());
+    let readings = crate::read::export::readings(
+        state.readings.as_ref(),
+        device.id,
+        query,
+        device.flags.is_location_public,
+    )
+    .await?;
+    Ok(export::respond(readings, format, device.id, true))
 }
 
 /// `GET /public/map/devices?bbox=…`, as JSON or (`Accept: application/geo+json`) GeoJSON: served
