@@ -16,7 +16,7 @@ use crate::auth::local::LocalIssuerError;
 use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::http::cacheable::map_cache;
+use crate::http::cacheable::MapCache;
 use crate::http::connections::ConnectionSettings;
 use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
@@ -142,7 +142,7 @@ impl Application {
             devices,
             readings,
             writer: batch_writer,
-            map: map_cache(config.map_cache_ttl),
+            map: MapCache::new(config.map_cache_ttl),
             map_ttl: config.map_cache_ttl,
             limits,
             metrics,

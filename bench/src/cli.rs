@@ -42,6 +42,8 @@ pub enum Command {
     Reads(ReadArgs),
     /// Load a year (by default) of one-minute history for a few devices through the API.
     Seed(SeedArgs),
+    /// Raw readings exports of seeded devices: rows/s, and the server's memory growth.
+    Export(ExportArgs),
     /// Sample a process's resident memory and report the maximum.
     Rss(RssArgs),
 }
@@ -309,6 +311,42 @@ pub struct SeedArgs {
     pub verify: VerifyMode,
 }
 
+/// The representation an export asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// `Accept: text/csv`.
+    Csv,
+    /// `Accept: application/x-ndjson`.
+    Ndjson,
+    /// `Accept: application/json`.
+    Json,
+}
+
+/// `export`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Owner whose devices are exported (the one `seed` loaded).
+    #[arg(long, default_value = "bench-seed")]
+    pub owner: String,
+    /// Days of each export, ending now (at most 366).
+    #[arg(long, default_value_t = 366.0)]
+    pub days: f64,
+    /// Exports in all, one device after the other (cycling through the owner's devices).
+    #[arg(long, short = 'n', default_value_t = 3)]
+    pub exports: usize,
+    /// Exports running at the same time.
+    #[arg(long, short = 'c', default_value_t = 1)]
+    pub concurrency: usize,
+    /// The representation.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Csv)]
+    pub format: ExportFormat,
+    /// Seconds an export may take before it counts as failed.
+    #[arg(long, default_value_t = 600.0)]
+    pub request_timeout: f64,
+}
+
 /// `rss`.
 #[derive(Debug, Clone, Args)]
 pub struct RssArgs {
@@ -359,6 +397,16 @@ mod tests {
             &["airq-bench", "reads", "--with-uploads", "500"],
             &["airq-bench", "seed", "-m", "2", "--days", "1"],
             &["airq-bench", "rss", "--pid", "1"],
+            &[
+                "airq-bench",
+                "export",
+                "--format",
+                "ndjson",
+                "-n",
+                "2",
+                "-c",
+                "2",
+            ],
         ] {
             Cli::try_parse_from(args).expect("parses");
         }

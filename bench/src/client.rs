@@ -165,7 +165,8 @@ impl Lane {
         Self { addr, sender: None }
     }
 
-    async fn connect(addr: SocketAddr) -> Result<SendRequest<Body>, BoxError> {
+    /// A new keep-alive connection to `addr` (for a caller that reads bodies as they stream).
+    pub async fn connect(addr: SocketAddr) -> Result<SendRequest<Body>, BoxError> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (sender, connection) =

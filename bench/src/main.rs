@@ -2,7 +2,8 @@
 //!
 //! It plays the three users of the design card against a running server on this machine: a sensor
 //! fleet uploading (`uploads`, or in batches `batch`), owners reading timelines and widgets
-//! polling the map (`reads`), with history loaded beforehand (`seed`). `ceiling` measures what
+//! polling the map (`reads`), with history loaded beforehand (`seed`), and raw exports of that
+//! history (`export`). `ceiling` measures what
 //! bare HTTP allows with the same generator, so upload throughput can be stated as a share of it;
 //! `rss` watches the server's memory; `kill` crashes a server it started, mid-run, and checks
 //! that no acknowledged reading was lost. Every scenario prints a summary and, with
@@ -16,6 +17,7 @@ mod batch;
 mod ceiling;
 mod cli;
 mod client;
+mod export;
 mod fleet;
 mod generator;
 mod kill;
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
             Command::Kill(args) => kill::run(args).await,
             Command::Reads(args) => reads::run(args).await,
             Command::Seed(args) => seed::run(args).await,
+            Command::Export(args) => export::run(args).await,
             Command::Rss(args) => {
                 rss::run(
                     args.pid,

@@ -74,6 +74,23 @@ impl Measure {
         Measure::Temperature,
     ];
 
+    /// Every value in the order of the raw export's columns (`measured_at`, these, `lat`, `lon`):
+    /// the order of an upload body, `aqi`, then `pms_data`, then `temperature_data`.
+    pub const EXPORT_ORDER: [Measure; COUNT] = [
+        Measure::Aqi,
+        Measure::Pm1_0,
+        Measure::Pm2_5,
+        Measure::Pm10_0,
+        Measure::Temperature,
+        Measure::Humidity,
+        Measure::HeatIndex,
+    ];
+
+    /// Its position in [`Measure::ALL`] (and in every per-measure array).
+    pub fn index(self) -> usize {
+        self.slot()
+    }
+
     /// The name of the value: its key in bodies and responses, its column in every store.
     pub fn name(self) -> &'static str {
         match self {
@@ -186,6 +203,16 @@ mod tests {
         for (index, measure) in Measure::ALL.into_iter().enumerate() {
             assert_eq!(measure.slot(), index);
         }
+    }
+
+    #[test]
+    fn the_export_order_lists_every_measure_once() {
+        let mut seen = [false; COUNT];
+        for measure in Measure::EXPORT_ORDER {
+            assert!(!seen[measure.index()], "{measure:?} twice");
+            seen[measure.index()] = true;
+        }
+        assert!(seen.iter().all(|seen| *seen));
     }
 
     #[test]

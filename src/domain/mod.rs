@@ -5,6 +5,7 @@
 //! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
 
 pub mod batch;
+pub mod bbox;
 pub mod device;
 pub mod device_key;
 pub mod field_errors;
@@ -17,12 +18,13 @@ pub mod snapshot;
 pub mod timeline;
 
 pub use batch::ReadingBatch;
+pub use bbox::BoundingBox;
 pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
 pub use device_key::{DeviceId, DeviceKey, KeyHash};
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use measure::{Measure, Measurements};
 pub use owner::OwnerId;
-pub use query::{CustomQuery, HistoricalQuery, QueryParams};
-pub use reading::{Location, Reading, ReadingId, StoredReading};
+pub use query::{CustomQuery, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
+pub use reading::{Location, RawReading, Reading, ReadingId, StoredReading};
 pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Snapshot, Status};
 pub use timeline::{BucketPlan, Timeline};

@@ -4,9 +4,10 @@
 
 use std::borrow::Cow;
 
-use chrono::{Months, NaiveDate};
+use chrono::{DateTime, Months, NaiveDate, TimeDelta, Utc};
 use chrono_tz::Tz;
 
+use super::bbox::{self, BoundingBox};
 use super::field_errors::{Code, FieldErrors, In};
 use super::timeline::{DateRange, Interval, Timeline};
 
@@ -28,6 +29,102 @@ pub struct CustomQuery {
     pub interval: Interval,
     /// Zone of dates, buckets and labels.
     pub tz: Tz,
+}
+
+/// The parsed query of the map route.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MapQuery {
+    /// Only the entries inside this box (`None`: all).
+    pub bbox: Option<BoundingBox>,
+}
+
+impl MapQuery {
+    /// `bbox` (optional; empty counts as absent).
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let bbox = match params.get(bbox::PARAMETER) {
+            None | Some("") => None,
+            Some(text) => Some(BoundingBox::parse(text)?),
+        };
+        Ok(Self { bbox })
+    }
+}
+
+/// The parsed query of the raw export routes: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExportQuery {
+    /// The first instant exported (inclusive).
+    pub start: DateTime<Utc>,
+    /// The instant the export stops before (exclusive).
+    pub end: DateTime<Utc>,
+}
+
+/// Longest span of one export, in days.
+pub const MAX_EXPORT_DAYS: i64 = 366;
+
+impl ExportQuery {
+    /// `start` and `end` (both required, RFC 3339 with an offset), `start < end`, at most
+    /// [`MAX_EXPORT_DAYS`] apart.
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let mut errors = FieldErrors::new();
+        let start = parse_instant(params, "start", &mut errors);
+        let end = parse_instant(params, "end", &mut errors);
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(errors);
+        };
+        if start >= end {
+            errors.push(
+                In::Query,
+                "start",
+                Code::Range,
+                "`start` must be before `end` (`start` is included, `end` is not)",
+            );
+        } else if end - start > TimeDelta::days(MAX_EXPORT_DAYS) {
+            errors.push(
+                In::Query,
+                "end",
+                Code::Maximum,
+                format!("an export spans at most {MAX_EXPORT_DAYS} days"),
+            );
+        }
+        errors.into_result(|| Self { start, end })
+    }
+}
+
+/// An RFC 3339 instant with its offset. A `+` sent unencoded in a query string arrives as a
+/// space; an offset written that way is read as the `+` it was.
+fn parse_instant(
+    params: &QueryParams<'_>,
+    name: &str,
+    errors: &mut FieldErrors,
+) -> Option<DateTime<Utc>> {
+    let text = match params.get(name) {
+        None | Some("") => {
+            errors.push(
+                In::Query,
+                name,
+                Code::Required,
+                format!("`{name}` is required (RFC 3339, e.g. 2026-11-21T00:00:00Z)"),
+            );
+            return None;
+        }
+        Some(text) => text,
+    };
+    let parsed = DateTime::parse_from_rfc3339(text).ok().or_else(|| {
+        let (before, offset) = text.rsplit_once(' ')?;
+        DateTime::parse_from_rfc3339(&format!("{before}+{offset}")).ok()
+    });
+    if parsed.is_none() {
+        errors.push(
+            In::Query,
+            name,
+            Code::Format,
+            format!(
+                "`{name}` must be an RFC 3339 timestamp with an offset such as \
+                 2026-11-21T14:05:00Z, not {text:?}"
+            ),
+        );
+    }
+    parsed.map(|at| at.with_timezone(&Utc))
 }
 
 /// The decoded pairs of a query string; the first occurrence of a name wins.
@@ -205,5 +302,68 @@ fn parse_tz(params: &QueryParams<'_>, errors: &mut FieldErrors) -> Option<Tz> {
             }
             parsed
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn export(query: &str) -> Result<ExportQuery, Vec<(String, Code)>> {
+        ExportQuery::parse(&QueryParams::parse(Some(query))).map_err(|errors| {
+            errors
+                .as_slice()
+                .iter()
+                .map(|error| (error.name.clone(), error.code))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn an_export_range_is_two_instants_with_offsets() {
+        let query = export("start=2026-01-01T00:00:00%2B02:00&end=2026-01-02T00:00:00Z");
+        assert_eq!(
+            query.map(|query| (query.start.to_rfc3339(), query.end.to_rfc3339())),
+            Ok((
+                "2025-12-31T22:00:00+00:00".to_owned(),
+                "2026-01-02T00:00:00+00:00".to_owned()
+            ))
+        );
+    }
+
+    #[test]
+    fn an_unencoded_plus_offset_is_read_as_a_plus() {
+        let unencoded = export("start=2026-01-01T00:00:00+02:00&end=2026-01-02T00:00:00Z");
+        let encoded = export("start=2026-01-01T00:00:00%2B02:00&end=2026-01-02T00:00:00Z");
+        assert!(unencoded.is_ok());
+        assert_eq!(unencoded, encoded);
+    }
+
+    #[test]
+    fn export_faults_name_their_parameter() {
+        let name = |text: &str| text.to_owned();
+        assert_eq!(
+            export(""),
+            Err(vec![
+                (name("start"), Code::Required),
+                (name("end"), Code::Required)
+            ])
+        );
+        assert_eq!(
+            export("start=2026-01-01&end=2026-01-01T00:00:00"),
+            Err(vec![
+                (name("start"), Code::Format),
+                (name("end"), Code::Format)
+            ])
+        );
+        assert_eq!(
+            export("start=2026-01-02T00:00:00Z&end=2026-01-02T00:00:00Z"),
+            Err(vec![(name("start"), Code::Range)])
+        );
+        assert_eq!(
+            export("start=2025-01-01T00:00:00Z&end=2026-01-02T00:00:00.000001Z"),
+            Err(vec![(name("end"), Code::Maximum)])
+        );
+        assert!(export("start=2025-01-01T00:00:00Z&end=2026-01-02T00:00:00Z").is_ok());
     }
 }

@@ -260,3 +260,21 @@ pub struct StoredReading {
     /// The values.
     pub reading: Reading,
 }
+
+/// A stored reading read back as it was stored, for the raw export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawReading {
+    /// The time it is stored under (`measured_at`, else the receive time).
+    pub at: DateTime<Utc>,
+    /// One value per measure, at [`Measure::index`]; `None` where the store holds none.
+    pub values: [Option<f64>; super::measure::COUNT],
+    /// Latitude and longitude, when the reading carried a location.
+    pub position: Option<(f64, f64)>,
+}
+
+impl RawReading {
+    /// The value of `measure`.
+    pub fn value(&self, measure: Measure) -> Option<f64> {
+        self.values[measure.index()]
+    }
+}

@@ -2,7 +2,9 @@
 //! derived from the body, `If-None-Match` → 304, and the server-side cache of the map, which also
 //! keeps a gzip copy for the clients that accept one (every browser does).
 
+use std::future::Future;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,14 +18,18 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::{respond, Response};
+use crate::read::map::MapEntry;
 
-/// A rendered JSON body and its entity tag.
+/// A rendered body, its media type and its entity tag.
 #[derive(Debug)]
 pub struct Rendered {
     body: Bytes,
+    content_type: &'static str,
     etag: HeaderValue,
     /// The same body gzip-compressed, with its own entity tag (large bodies only).
     gzip: Option<(Bytes, HeaderValue)>,
+    /// Whether the representation was chosen by the request's `Accept` (`Vary: Accept`).
+    varies_on_accept: bool,
 }
 
 impl Rendered {
@@ -34,18 +40,30 @@ impl Rendered {
 
     /// An already rendered JSON body, tagged with a hash of its bytes.
     pub fn tagged(body: Bytes) -> Self {
+        Self::tagged_as(body, "application/json")
+    }
+
+    /// An already rendered body of media type `content_type`, tagged with a hash of its bytes.
+    pub fn tagged_as(body: Bytes, content_type: &'static str) -> Self {
         let etag = entity_tag(&body, "");
         Self {
             body,
+            content_type,
             etag,
             gzip: None,
+            varies_on_accept: false,
         }
     }
 
     /// [`Rendered::json`] plus a gzip copy, for a large body rendered once and served often
     /// (the map): compressing it once per cache lifetime costs little, every poller saves.
     pub fn json_with_gzip(body: &impl Serialize) -> Result<Self, ApiError> {
-        let mut rendered = Self::json(body)?;
+        Self::with_gzip(Bytes::from(serde_json::to_vec(body)?), "application/json")
+    }
+
+    /// [`Rendered::tagged_as`] plus a gzip copy (see [`Rendered::json_with_gzip`]).
+    pub fn with_gzip(body: Bytes, content_type: &'static str) -> Result<Self, ApiError> {
+        let mut rendered = Self::tagged_as(body, content_type);
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder
             .write_all(&rendered.body)
@@ -55,8 +73,20 @@ impl Rendered {
         Ok(rendered)
     }
 
+    /// Marks the representation as chosen by `Accept`: every answer, 304 included, then says
+    /// `Vary: Accept` (with `Accept-Encoding` when there is a gzip copy).
+    pub fn varying_on_accept(mut self) -> Self {
+        self.varies_on_accept = true;
+        self
+    }
+
+    /// The bytes held (both encodings), for weighing a cache.
+    pub fn weight(&self) -> usize {
+        self.body.len() + self.gzip.as_ref().map_or(0, |(gzip, _)| gzip.len())
+    }
+
     fn plain(&self) -> Response {
-        respond::with_body(StatusCode::OK, "application/json", self.body.clone())
+        respond::with_body(StatusCode::OK, self.content_type, self.body.clone())
     }
 
     /// 200 with the body (gzip-encoded when there is a gzip copy and the client accepts it), or
@@ -83,7 +113,7 @@ impl Rendered {
             (true, _) => respond::empty(StatusCode::NOT_MODIFIED),
             (false, Some((body, _))) => {
                 let mut response =
-                    respond::with_body(StatusCode::OK, "application/json", body.clone());
+                    respond::with_body(StatusCode::OK, self.content_type, body.clone());
                 response
                     .headers_mut()
                     .insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
@@ -94,8 +124,14 @@ impl Rendered {
         let headers = response.headers_mut();
         headers.insert(ETAG, etag.clone());
         headers.insert(CACHE_CONTROL, cache_control);
-        if self.gzip.is_some() {
-            headers.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+        let vary = match (self.varies_on_accept, self.gzip.is_some()) {
+            (true, true) => Some("Accept, Accept-Encoding"),
+            (true, false) => Some("Accept"),
+            (false, true) => Some("Accept-Encoding"),
+            (false, false) => None,
+        };
+        if let Some(vary) = vary {
+            headers.insert(VARY, HeaderValue::from_static(vary));
         }
         response
     }
@@ -157,14 +193,79 @@ pub fn max_age(ttl: Duration) -> HeaderValue {
         .unwrap_or(HeaderValue::from_static("no-cache"))
 }
 
-/// The rendered map, shared by every poller until its time to live runs out. Concurrent misses
-/// wait for one rendering, so the store is asked at most once per time to live.
-pub type MapCache = moka::future::Cache<(), Arc<Rendered>>;
+/// Bytes of rendered map variants kept at most (bounding boxes are the clients' choice).
+const MAP_VARIANT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// A map cache whose entry lives `ttl`.
-pub fn map_cache(ttl: Duration) -> MapCache {
-    moka::future::Cache::builder()
-        .max_capacity(1)
-        .time_to_live(ttl)
-        .build()
+/// One representation of the map: its media type and the bounding box it was cut to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MapVariant {
+    /// The media type of the body.
+    pub media_type: &'static str,
+    /// The box's [`key`](crate::domain::BoundingBox::key), `None` for the whole map.
+    pub bbox: Option<[u64; 4]>,
+}
+
+/// The map's entries as read at one moment, numbered so that variants rendered from them are
+/// never served with the entries of another moment.
+#[derive(Debug)]
+struct MapGeneration {
+    number: u64,
+    entries: Vec<MapEntry>,
+}
+
+/// The public map, shared by every poller until its time to live runs out: the entries are read
+/// from the stores at most once per time to live (concurrent misses wait for one read), and each
+/// variant (format × bounding box) is rendered from them once, with its gzip copy, and kept for
+/// the same generation of entries.
+#[derive(Debug)]
+pub struct MapCache {
+    entries: moka::future::Cache<(), Arc<MapGeneration>>,
+    rendered: moka::future::Cache<(u64, MapVariant), Arc<Rendered>>,
+    generations: AtomicU64,
+}
+
+impl MapCache {
+    /// A cache whose entries live `ttl`.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            entries: moka::future::Cache::builder()
+                .max_capacity(1)
+                .time_to_live(ttl)
+                .build(),
+            rendered: moka::future::Cache::builder()
+                .max_capacity(MAP_VARIANT_BYTES)
+                .weigher(|_, rendered: &Arc<Rendered>| {
+                    u32::try_from(rendered.weight()).unwrap_or(u32::MAX)
+                })
+                .time_to_live(ttl)
+                .build(),
+            generations: AtomicU64::new(0),
+        }
+    }
+
+    /// The variant rendered from the current entries: `load` reads the entries when they have
+    /// expired, `render` renders a variant the current entries do not have yet.
+    pub async fn get(
+        &self,
+        variant: MapVariant,
+        load: impl Future<Output = Result<Vec<MapEntry>, ApiError>>,
+        render: impl FnOnce(&[MapEntry]) -> Result<Rendered, ApiError>,
+    ) -> Result<Arc<Rendered>, ApiError> {
+        let generation = self
+            .entries
+            .try_get_with((), async {
+                Ok::<_, ApiError>(Arc::new(MapGeneration {
+                    entries: load.await?,
+                    number: self.generations.fetch_add(1, Ordering::Relaxed),
+                }))
+            })
+            .await
+            .map_err(ApiError::Shared)?;
+        self.rendered
+            .try_get_with((generation.number, variant), async {
+                render(&generation.entries).map(Arc::new)
+            })
+            .await
+            .map_err(ApiError::Shared)
+    }
 }

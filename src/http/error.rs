@@ -5,7 +5,6 @@
 //! chain under that id.
 
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::StatusCode;
 use serde::Serialize;
@@ -272,7 +271,7 @@ impl ApiError {
             errors: fields.as_slice(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
-        let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
+        let mut response = hyper::Response::new(super::respond::full(Bytes::from(body)));
         *response.status_mut() = status;
         let response_headers = response.headers_mut();
         response_headers.insert(

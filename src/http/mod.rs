@@ -16,6 +16,8 @@ pub mod body;
 pub mod cacheable;
 pub mod connections;
 pub mod error;
+pub mod export;
+pub mod negotiate;
 pub mod rate_limit;
 pub mod request_id;
 pub mod respond;
@@ -28,7 +30,14 @@ pub mod views;
 pub use state::AppState;
 
 /// The response type of every handler.
-pub type Response = hyper::Response<http_body_util::Full<bytes::Bytes>>;
+pub type Response = hyper::Response<Body>;
+
+/// A response body: the whole body at once ([`respond::full`]), or a stream (the raw export).
+pub type Body = http_body_util::combinators::BoxBody<bytes::Bytes, BodyError>;
+
+/// Why a streamed body stopped before its end: hyper then aborts the response, so the client
+/// sees a broken transfer instead of a complete-looking, truncated one.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The request type every handler receives.
 pub type Request = hyper::Request<hyper::body::Incoming>;

@@ -1,13 +1,13 @@
 //! Building successful responses.
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::StatusCode;
 use serde::Serialize;
 
 use super::error::ApiError;
-use super::Response;
+use super::{Body, Response};
 
 /// `{"data": ...}`, the envelope of every resource response.
 #[derive(Debug, Serialize)]
@@ -29,7 +29,7 @@ pub fn data(body: impl Serialize) -> Result<Response, ApiError> {
 
 /// A response with a fixed content type.
 pub fn with_body(status: StatusCode, content_type: &'static str, body: Bytes) -> Response {
-    let mut response = hyper::Response::new(Full::new(body));
+    let mut response = hyper::Response::new(full(body));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -39,7 +39,12 @@ pub fn with_body(status: StatusCode, content_type: &'static str, body: Bytes) ->
 
 /// An empty response.
 pub fn empty(status: StatusCode) -> Response {
-    let mut response = hyper::Response::new(Full::new(Bytes::new()));
+    let mut response = hyper::Response::new(full(Bytes::new()));
     *response.status_mut() = status;
     response
+}
+
+/// A body sent all at once.
+pub fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
 }

@@ -193,6 +193,14 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         method: Method::GET,
+        path: "/api/v1/devices/{id}/readings",
+        access: Access::Owner,
+        handler: |request, state, path| {
+            Box::pin(air_quality::device_readings(request, state, path.id()))
+        },
+    },
+    Route {
+        method: Method::GET,
         path: "/api/v1/air-quality/custom",
         access: Access::Owner,
         handler: |request, state, _| Box::pin(air_quality::custom(request, state)),
@@ -215,6 +223,12 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/public/devices/{id}/historical",
         access: Access::Public,
         handler: |request, state, path| Box::pin(public::historical(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/devices/{id}/readings",
+        access: Access::Public,
+        handler: |request, state, path| Box::pin(public::readings(request, state, path.id())),
     },
     Route {
         method: Method::GET,

@@ -183,8 +183,10 @@ pub struct MapEntryView<'a> {
     id: String,
     name: &'a str,
     is_outdoor: bool,
-    lat: f64,
-    lon: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lat: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lon: Option<f64>,
     aqi: i64,
     pm2_5: f64,
     temperature: f64,
@@ -204,8 +206,8 @@ impl<'a> MapEntryView<'a> {
             id: device.id.to_string(),
             name: device.name.as_str(),
             is_outdoor: device.flags.is_outdoor,
-            lat: latest.position.lat,
-            lon: latest.position.lon,
+            lat: Some(latest.position.lat),
+            lon: Some(latest.position.lon),
             aqi: latest.aqi,
             pm2_5: latest.pm2_5,
             temperature: latest.temperature,
@@ -213,4 +215,58 @@ impl<'a> MapEntryView<'a> {
             status: status.as_str(),
         }
     }
+
+    /// The entry's fields apart from its position: the properties of its GeoJSON feature.
+    fn properties(entry: &'a MapEntry) -> Self {
+        Self {
+            lat: None,
+            lon: None,
+            ..Self::new(entry)
+        }
+    }
+}
+
+/// The map as an RFC 7946 GeoJSON `FeatureCollection`.
+#[derive(Debug, Serialize)]
+pub struct MapFeatureCollectionView<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    features: Vec<MapFeatureView<'a>>,
+}
+
+impl<'a> MapFeatureCollectionView<'a> {
+    /// One `Point` feature per entry.
+    pub fn new(entries: impl IntoIterator<Item = &'a MapEntry>) -> Self {
+        Self {
+            kind: "FeatureCollection",
+            features: entries
+                .into_iter()
+                .map(|entry| MapFeatureView {
+                    kind: "Feature",
+                    geometry: PointView {
+                        kind: "Point",
+                        coordinates: [entry.latest.position.lon, entry.latest.position.lat],
+                    },
+                    properties: MapEntryView::properties(entry),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One map entry as a GeoJSON `Feature`.
+#[derive(Debug, Serialize)]
+struct MapFeatureView<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    geometry: PointView,
+    properties: MapEntryView<'a>,
+}
+
+/// A GeoJSON `Point`: `[longitude, latitude]`.
+#[derive(Debug, Serialize)]
+struct PointView {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    coordinates: [f64; 2],
 }

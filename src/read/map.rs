@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{Device, LatestLocated, Status};
+use crate::domain::{BoundingBox, Device, LatestLocated, Status};
 use crate::store::{DeviceStore, ReadingStore, StoreError};
 
 /// One device on the map.
@@ -44,4 +44,14 @@ pub async fn entries(
             })
         })
         .collect())
+}
+
+/// The entries whose position lies inside `bbox` (all of them without one), in their order.
+pub fn within(
+    entries: &[MapEntry],
+    bbox: Option<BoundingBox>,
+) -> impl Iterator<Item = &MapEntry> + '_ {
+    entries.iter().filter(move |entry| {
+        bbox.is_none_or(|bbox| bbox.contains(entry.latest.position.lat, entry.latest.position.lon))
+    })
 }

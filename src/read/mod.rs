@@ -1,5 +1,5 @@
-//! Reads, composed once from the store traits: current snapshots, bucketed series and the
-//! community map.
+//! Reads, composed once from the store traits: current snapshots, bucketed series, the
+//! community map and the raw export.
 //!
 //! Backends only sum, count and find latest samples; the rules (the snapshot window and its
 //! fallback, online status, rounding, empty buckets left out, who is on the map) live in
@@ -7,5 +7,6 @@
 //! way. Handlers parse, call one function of this module, and render what it returns.
 
 pub mod current;
+pub mod export;
 pub mod map;
 pub mod series;

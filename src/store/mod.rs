@@ -18,12 +18,16 @@ pub mod postgres;
 pub mod questdb;
 pub mod sqlite;
 
+use std::future::Future;
+use std::task::{Context, Poll};
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
 
 use crate::domain::{
     Aggregate, BucketPlan, Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, LatestLocated,
-    OwnerId, ReadingId, StoredReading,
+    OwnerId, RawReading, ReadingId, StoredReading,
 };
 
 /// A fault of a storage backend.
@@ -59,6 +63,9 @@ pub enum StoreError {
     /// A blocking database task panicked or was cancelled.
     #[error("blocking store task")]
     Task(#[from] tokio::task::JoinError),
+    /// The task reading an export's pages ended before its last page.
+    #[error("the export's reading task ended before its last page")]
+    Interrupted,
     /// A stored value does not parse back into its domain type.
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -165,9 +172,112 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         devices: &[DeviceUuid],
     ) -> Result<Vec<(DeviceUuid, LatestLocated, DateTime<Utc>)>, StoreError>;
 
+    /// Every reading of `device` stored under a time in `[start, end)`, oldest first, each
+    /// reading once (a replaced one only as it is now), in pages of at most about
+    /// [`EXPORT_PAGE_ROWS`] read one after the other: memory does not grow with the range.
+    fn export(&self, device: DeviceUuid, start: DateTime<Utc>, end: DateTime<Utc>) -> ReadingPages;
+
     /// Deletes every reading of a deleted device (where the backend can delete).
     async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError>;
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Readings per page of an export.
+pub const EXPORT_PAGE_ROWS: usize = 5_000;
+/// Pages an export reads ahead of its reader (the one being read aside).
+const PAGES_AHEAD: usize = 1;
+
+/// One page of an export, or the fault that ended it.
+pub type PageResult = Result<Vec<RawReading>, StoreError>;
+
+/// A page as the reading task sends it.
+struct Page {
+    readings: Vec<RawReading>,
+    last: bool,
+}
+
+/// The pages of an export, read by a task of their own at most [`PAGES_AHEAD`] ahead of the
+/// reader. Dropping the reader (a client that went away) stops the task at its next page.
+#[derive(Debug)]
+pub struct ReadingPages {
+    receiver: mpsc::Receiver<Result<Page, StoreError>>,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Page {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} readings (last: {})", self.readings.len(), self.last)
+    }
+}
+
+impl ReadingPages {
+    /// Pages from `fetch`, cursor after cursor from `first`: each call answers a page and the
+    /// cursor of the next one, `None` after the last. The reader gets at least one page (maybe
+    /// empty), and nothing after a fault.
+    pub fn spawn<C, F, Fut>(first: C, mut fetch: F) -> Self
+    where
+        C: Send + 'static,
+        F: FnMut(C) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(Vec<RawReading>, Option<C>), StoreError>> + Send,
+    {
+        let (sender, receiver) = mpsc::channel(PAGES_AHEAD);
+        tokio::spawn(async move {
+            let mut cursor = Some(first);
+            while let Some(at) = cursor.take() {
+                let page = fetch(at).await.map(|(readings, next)| {
+                    cursor = next;
+                    Page {
+                        last: cursor.is_none(),
+                        readings,
+                    }
+                });
+                if page
+                    .as_ref()
+                    .is_ok_and(|page| page.readings.is_empty() && !page.last)
+                {
+                    continue;
+                }
+                if sender.send(page).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            receiver,
+            finished: false,
+        }
+    }
+
+    /// The next page; `None` after the last. A task that ended without its last page (it
+    /// panicked) is a fault, never a silent end.
+    pub async fn next(&mut self) -> Option<PageResult> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    /// [`ReadingPages::next`], for a body polled by hyper.
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<PageResult>> {
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        let received = match self.receiver.poll_recv(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(received) => received,
+        };
+        Poll::Ready(Some(match received {
+            Some(Ok(page)) => {
+                self.finished = page.last;
+                Ok(page.readings)
+            }
+            Some(Err(error)) => {
+                self.finished = true;
+                Err(error)
+            }
+            None => {
+                self.finished = true;
+                Err(StoreError::Interrupted)
+            }
+        }))
+    }
 }

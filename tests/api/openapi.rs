@@ -337,8 +337,8 @@ async fn every_answer_of_a_public_route_documents_its_cors_headers() {
         }
     }
     assert_eq!(
-        preflights, 4,
-        "the four public routes document their preflight"
+        preflights, 5,
+        "the five public routes document their preflight"
     );
     assert!(faults.is_empty(), "{faults:#?}");
 

@@ -191,3 +191,146 @@ async fn a_restart_folds_whatever_was_left_unfolded() {
         .await;
     assert_eq!(current["sample_count"], 3);
 }
+
+#[tokio::test]
+async fn the_export_merges_unfolded_readings_and_their_replacements_once_each() {
+    let app = app_folding_every(4).await;
+    let device = app.register_named("alice", "balcony").await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let now = Utc::now();
+    let times: Vec<_> = [50, 40, 30, 20, 10]
+        .map(|m| now - TimeDelta::minutes(m))
+        .to_vec();
+    for at in [times[0], times[1], times[2], times[4]] {
+        app.upload_ok(&device, &measured(sample_with(10, 1.0, 20.0), at))
+            .await;
+    }
+    until_folded(&app, 4).await;
+    // Below the fold's threshold: a replacement of a folded reading, a new reading, and a
+    // replacement of that new (unfolded) one.
+    app.upload_ok(&device, &measured(sample_with(20, 2.0, 20.0), times[1]))
+        .await;
+    app.upload_ok(&device, &measured(sample_with(30, 3.0, 20.0), times[3]))
+        .await;
+    app.upload_ok(&device, &measured(sample_with(40, 4.0, 20.0), times[3]))
+        .await;
+    assert_eq!(folded(&app), 4, "the last three are not folded");
+
+    let query = format!(
+        "start={}&end={}",
+        form_urlencoded::byte_serialize((now - TimeDelta::hours(1)).to_rfc3339().as_bytes())
+            .collect::<String>(),
+        form_urlencoded::byte_serialize(now.to_rfc3339().as_bytes()).collect::<String>()
+    );
+    let response = app
+        .get_as("alice", &format!("/devices/{id}/readings?{query}"))
+        .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    let rows = body["data"].as_array().expect("rows");
+    let seen: Vec<(String, i64)> = rows
+        .iter()
+        .map(|row| {
+            (
+                row["measured_at"].as_str().expect("time").to_owned(),
+                row["aqi"].as_i64().expect("aqi"),
+            )
+        })
+        .collect();
+    let ms = |at: chrono::DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    assert_eq!(
+        seen,
+        [
+            (ms(times[0]), 10),
+            (ms(times[1]), 20),
+            (ms(times[2]), 10),
+            (ms(times[3]), 40),
+            (ms(times[4]), 10),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
+    let app = app_folding_every(6_000).await;
+    let device = app.register_named("alice", "balcony").await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let now = Utc::now();
+    let first = now - TimeDelta::days(20);
+    let batch = |minutes: Vec<i64>, aqi: i64| {
+        json!({
+            "readings": minutes
+                .into_iter()
+                .map(|minute| measured(sample_with(aqi, 1.0, 20.0), first + TimeDelta::minutes(minute)))
+                .collect::<Vec<_>>()
+        })
+    };
+    let post = |body: Value| {
+        app.client
+            .post(app.url("/data/batch"))
+            .header("x-device-id", device["device_id"].as_str().expect("id"))
+            .header("x-device-key", device["device_key"].as_str().expect("key"))
+            .json(&body)
+            .send()
+    };
+    // 6,000 readings on even minutes, folded (more than a page of folded rows)…
+    for chunk in (0..6_000)
+        .map(|n| n * 2)
+        .collect::<Vec<i64>>()
+        .chunks(1_000)
+    {
+        let response = post(batch(chunk.to_vec(), 10)).await.expect("sent");
+        assert_eq!(response.status(), 201);
+    }
+    until_folded(&app, 6_000).await;
+    // …then, unfolded, 998 on odd minutes around the first page's end and a replacement of the
+    // reading right at that end (minute 9,998, the 5,000th folded one).
+    let odd: Vec<i64> = (9_000..10_996).filter(|minute| minute % 2 == 1).collect();
+    let response = post(batch(odd.clone(), 20)).await.expect("sent");
+    assert_eq!(response.status(), 201);
+    let response = post(batch(vec![9_998], 30)).await.expect("sent");
+    assert_eq!(response.status(), 201);
+    assert_eq!(folded(&app), 6_000, "the rest is unfolded");
+
+    let query = format!(
+        "start={}&end={}",
+        form_urlencoded::byte_serialize(first.to_rfc3339().as_bytes()).collect::<String>(),
+        form_urlencoded::byte_serialize(now.to_rfc3339().as_bytes()).collect::<String>()
+    );
+    let response = app
+        .owner_request(
+            reqwest::Method::GET,
+            &format!("/devices/{id}/readings?{query}"),
+            "alice",
+        )
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("text");
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .collect();
+    let mut expected: Vec<(i64, i64)> = (0..6_000).map(|n| (n * 2, 10)).collect();
+    expected.extend(odd.iter().map(|minute| (*minute, 20)));
+    expected.sort_unstable();
+    for entry in &mut expected {
+        if entry.0 == 9_998 {
+            entry.1 = 30;
+        }
+    }
+    let ms = |at: chrono::DateTime<Utc>| at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    assert_eq!(rows.len(), expected.len());
+    for (row, (minute, aqi)) in rows.iter().zip(&expected) {
+        assert_eq!(
+            (row["measured_at"].as_str(), row["aqi"].as_i64()),
+            (
+                Some(ms(first + TimeDelta::minutes(*minute)).as_str()),
+                Some(*aqi)
+            ),
+            "minute {minute}"
+        );
+    }
+}

@@ -33,8 +33,14 @@ mod devices;
 #[path = "../api/errors.rs"]
 mod errors;
 #[cfg(airq_test_postgres)]
+#[path = "../api/export.rs"]
+mod export;
+#[cfg(airq_test_postgres)]
 #[path = "../api/historical.rs"]
 mod historical;
+#[cfg(airq_test_postgres)]
+#[path = "../api/map_formats.rs"]
+mod map_formats;
 #[cfg(airq_test_postgres)]
 #[path = "../api/openapi.rs"]
 mod openapi;

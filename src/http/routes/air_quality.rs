@@ -1,10 +1,12 @@
-//! The owner's reads: current snapshots, timelines and custom ranges, owner-wide or per device.
+//! The owner's reads: current snapshots, timelines and custom ranges, owner-wide or per device,
+//! and the raw export of a device's readings.
 
 use hyper::StatusCode;
 
 use crate::domain::field_errors::both;
-use crate::domain::{CustomQuery, DeviceUuid, HistoricalQuery, OwnerId, QueryParams};
+use crate::domain::{CustomQuery, DeviceUuid, ExportQuery, HistoricalQuery, OwnerId, QueryParams};
 use crate::http::error::ApiError;
+use crate::http::export::{self, Format};
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
 use crate::http::{authenticate, respond, Request, Response};
@@ -104,4 +106,23 @@ pub async fn custom(request: Request, state: &AppState) -> Result<Response, ApiE
     let devices = owned_devices(state, &owner).await?;
     let series = series::custom(state.readings.as_ref(), &devices, query).await?;
     respond::data(points(&series))
+}
+
+/// `GET /devices/{id}/readings?start=…&end=…`: the device's raw readings, streamed as JSON, CSV
+/// or NDJSON (by `Accept`).
+pub async fn device_readings(
+    request: Request,
+    state: &AppState,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let owner = authenticate::owner(&request, state).await?;
+    let (id, query) = both(
+        DeviceUuid::parse_path(id),
+        ExportQuery::parse(&QueryParams::parse(request.uri().query())),
+    )?;
+    let device = owned_device(state, &owner, id).await?;
+    let format = Format::negotiate(request.headers());
+    let readings =
+        crate::read::export::readings(state.readings.as_ref(), device, query, true).await?;
+    Ok(export::respond(readings, format, device, false))
 }

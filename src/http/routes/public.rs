@@ -1,19 +1,25 @@
-//! The public routes: a public device, its current and historical readings, and the map.
+//! The public routes: a public device, its current and historical readings, its raw export, and
+//! the map.
 //!
 //! An unknown device and a private one answer the very same 404, so the routes do not reveal
 //! which ids exist. Visibility is read from the device store on every request: making a device
 //! private hides it at once (only the map may lag, by its cache's time to live).
 
-use std::sync::Arc;
+use bytes::Bytes;
 
 use crate::domain::field_errors::both;
-use crate::domain::{Device, DeviceUuid, HistoricalQuery, QueryParams};
-use crate::http::cacheable::{max_age, revalidate, Rendered};
+use crate::domain::{Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
+use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
 use crate::http::error::ApiError;
+use crate::http::export::{self, Format};
+use crate::http::negotiate;
 use crate::http::respond::Data;
 use crate::http::state::AppState;
-use crate::http::views::{HistoricalView, MapEntryView, PublicDeviceView, SnapshotView};
+use crate::http::views::{
+    HistoricalView, MapEntryView, MapFeatureCollectionView, PublicDeviceView, SnapshotView,
+};
 use crate::http::{Request, Response};
+use crate::read::map::MapEntry;
 use crate::read::{current, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
@@ -70,23 +76,60 @@ pub async fn historical(
     Ok(rendered.respond(request.headers(), revalidate()))
 }
 
-/// `GET /public/map/devices`: served from the cache; the store is asked at most once per TTL.
+/// `GET /public/devices/{id}/readings?start=…&end=…`: the raw readings of a public device,
+/// streamed as JSON, CSV or NDJSON (by `Accept`); positions only if its location is public.
+pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let (id, query) = both(
+        DeviceUuid::parse_path(id),
+        ExportQuery::parse(&QueryParams::parse(request.uri().query())),
+    )?;
+    let device = public_device(state, id).await?;
+    let format = Format::negotiate(request.headers());
+    let readings = crate::read::export::readings(
+        state.readings.as_ref(),
+        device.id,
+        query,
+        device.flags.is_location_public,
+    )
+    .await?;
+    Ok(export::respond(readings, format, device.id, true))
+}
+
+/// `GET /public/map/devices?bbox=…`, as JSON or (`Accept: application/geo+json`) GeoJSON: served
+/// from the cache; the store is asked at most once per TTL, each variant rendered once from that.
 pub async fn map(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let query = MapQuery::parse(&QueryParams::parse(request.uri().query()))?;
+    let media_type = MAP_FORMATS[negotiate::preferred(request.headers(), MAP_FORMATS)];
+    let variant = MapVariant {
+        media_type,
+        bbox: query.bbox.map(|bbox| bbox.key()),
+    };
     let rendered = state
         .map
-        .try_get_with((), render_map(state))
-        .await
-        .map_err(ApiError::Shared)?;
+        .get(variant, load_map(state), |entries| {
+            let entries = map::within(entries, query.bbox);
+            let body = if media_type == GEO_JSON {
+                serde_json::to_vec(&MapFeatureCollectionView::new(entries))?
+            } else {
+                let views: Vec<MapEntryView<'_>> = entries.map(MapEntryView::new).collect();
+                serde_json::to_vec(&Data { data: views })?
+            };
+            Ok(Rendered::with_gzip(Bytes::from(body), media_type)?.varying_on_accept())
+        })
+        .await?;
     Ok(rendered.respond(request.headers(), max_age(state.map_ttl)))
 }
 
-async fn render_map(state: &AppState) -> Result<Arc<Rendered>, ApiError> {
-    let entries = map::entries(
+/// GeoJSON's media type (RFC 7946).
+const GEO_JSON: &str = "application/geo+json";
+/// The map's representations, the default first.
+const MAP_FORMATS: &[&str] = &["application/json", GEO_JSON];
+
+async fn load_map(state: &AppState) -> Result<Vec<MapEntry>, ApiError> {
+    Ok(map::entries(
         state.devices.as_ref(),
         state.readings.as_ref(),
         state.clock.now(),
     )
-    .await?;
-    let views: Vec<MapEntryView<'_>> = entries.iter().map(MapEntryView::new).collect();
-    Ok(Arc::new(Rendered::json_with_gzip(&Data { data: views })?))
+    .await?)
 }

@@ -15,9 +15,9 @@ use uuid::Uuid;
 use super::{device_list, literal, TableName};
 use crate::domain::timeline::Interval;
 use crate::domain::{
-    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements,
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
 };
-use crate::store::{columns, ReadingStore, StoreError};
+use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
 /// `count, one sum per value`.
 static SUMS: LazyLock<String> =
@@ -40,6 +40,92 @@ impl QuestDbReadings {
         let client = self.pool.get().await?;
         Ok(client.query(sql, &[]).await?)
     }
+}
+
+/// Where a page of an export starts.
+#[derive(Debug, Clone, Copy)]
+enum Cursor {
+    /// At this instant (its readings were not exported yet).
+    From(DateTime<Utc>),
+    /// After this instant (all its readings were exported).
+    After(DateTime<Utc>),
+}
+
+/// `at, the values, lat, lon`.
+static EXPORT_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| format!("at, {}, lat, lon", columns::each(str::to_owned)));
+
+impl QuestDbReadings {
+    /// A page of the export of `device`: readings from `cursor` on and before `end`, by time,
+    /// [`EXPORT_PAGE_ROWS`] or so. Pages go by time, and every reading at one instant is on the
+    /// same page, so none is lost or repeated between pages whatever their order within it.
+    async fn export_page(
+        &self,
+        device: DeviceUuid,
+        cursor: Cursor,
+        end: DateTime<Utc>,
+    ) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
+        let (from, operator) = match cursor {
+            Cursor::From(at) => (at, ">="),
+            Cursor::After(at) => (at, ">"),
+        };
+        let select = format!(
+            "SELECT {} FROM {} WHERE device = '{device}' AND at < {}",
+            *EXPORT_COLUMNS,
+            self.table,
+            literal(end)
+        );
+        let mut readings = self
+            .query(&format!(
+                "{select} AND at {operator} {} ORDER BY at LIMIT {EXPORT_PAGE_ROWS}",
+                literal(from)
+            ))
+            .await?
+            .iter()
+            .map(raw_reading)
+            .collect::<Result<Vec<_>, _>>()?;
+        let (Some(first), Some(last)) = (readings.first(), readings.last()) else {
+            return Ok((readings, None));
+        };
+        if readings.len() < EXPORT_PAGE_ROWS {
+            return Ok((readings, None));
+        }
+        let last = last.at;
+        if first.at == last {
+            // A whole page at one instant: every reading at it, then on after it.
+            let at_last = self
+                .query(&format!("{select} AND at = {}", literal(last)))
+                .await?
+                .iter()
+                .map(raw_reading)
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok((at_last, Some(Cursor::After(last))));
+        }
+        // The readings at the last instant may go on past the page: they start the next one.
+        readings.retain(|reading| reading.at < last);
+        Ok((readings, Some(Cursor::From(last))))
+    }
+}
+
+/// A row of `EXPORT_COLUMNS`.
+fn raw_reading(row: &Row) -> Result<RawReading, StoreError> {
+    let mut values = [None; crate::domain::measure::COUNT];
+    for (offset, measure) in Measure::ALL.into_iter().enumerate() {
+        values[measure.index()] = if measure.is_integer() {
+            row.try_get::<_, Option<i64>>(1 + offset)?
+                .map(|value| value as f64)
+        } else {
+            row.try_get::<_, Option<f64>>(1 + offset)?
+        };
+    }
+    let next = 1 + Measure::ALL.len();
+    let lat: Option<f64> = row.try_get(next)?;
+    let lon: Option<f64> = row.try_get(next + 1)?;
+    Ok(RawReading {
+        at: utc(row.try_get(0)?),
+        values,
+        position: lat.zip(lon),
+    })
 }
 
 fn utc(at: NaiveDateTime) -> DateTime<Utc> {
@@ -212,6 +298,14 @@ impl ReadingStore for QuestDbReadings {
                 ))
             })
             .collect()
+    }
+
+    fn export(&self, device: DeviceUuid, start: DateTime<Utc>, end: DateTime<Utc>) -> ReadingPages {
+        let this = self.clone();
+        ReadingPages::spawn(Cursor::From(start), move |cursor| {
+            let this = this.clone();
+            async move { this.export_page(device, cursor, end).await }
+        })
     }
 
     /// QuestDB cannot delete rows; they are unreachable once the device is gone.

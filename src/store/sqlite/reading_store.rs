@@ -15,11 +15,12 @@ use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
+use super::export;
 use super::ingest::tail::Tail;
 use super::rollup::{pieces, Rollup};
 use super::{device_bytes, from_micros, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
-use crate::store::{columns, ReadingStore, StoreError};
+use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
 fn device_array(devices: &[[u8; 16]]) -> Rc<Vec<Value>> {
@@ -269,6 +270,16 @@ impl ReadingStore for SqliteReadings {
                 .collect()
         })
         .await
+    }
+
+    fn export(&self, device: DeviceUuid, start: DateTime<Utc>, end: DateTime<Utc>) -> ReadingPages {
+        let db = Arc::clone(&self.db);
+        let device = device_bytes(device);
+        let end = to_micros(end);
+        ReadingPages::spawn(export::first_cursor(to_micros(start)), move |after| {
+            let db = Arc::clone(&db);
+            async move { export::page(&db, device, after, end, EXPORT_PAGE_ROWS).await }
+        })
     }
 
     async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError> {

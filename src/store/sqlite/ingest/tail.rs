@@ -41,26 +41,15 @@ impl Tail {
         connection: &Connection,
         devices: &Rc<Vec<Value>>,
     ) -> Result<Self, StoreError> {
-        let watermark = folded_id(connection)?;
-        let mut rows: Vec<LoggedRow> = connection
-            .prepare_cached(&format!(
-                "SELECT {} FROM readings WHERE id > ?1 AND device IN rarray(?2) ORDER BY id",
-                *LOGGED_COLUMNS
-            ))?
-            .query_map(params![watermark, Rc::clone(devices)], LoggedRow::read)?
-            .collect::<Result<_, _>>()?;
+        let rows = unfolded(connection, devices)?;
         if rows.is_empty() {
             return Ok(Self::default());
         }
-        // Newest first: a keyed row whose key was already seen is replaced by that later row.
-        let mut keys = HashSet::new();
-        let mut superseded = HashSet::new();
-        for row in rows.iter().rev().filter(|row| row.keyed) {
-            if !keys.insert((row.device, row.at)) {
-                superseded.insert(row.id);
-            }
-        }
-        rows.retain(|row| !superseded.contains(&row.id));
+        let keys: HashSet<([u8; 16], i64)> = rows
+            .iter()
+            .filter(|row| row.keyed)
+            .map(|row| (row.device, row.at))
+            .collect();
         let mut find = connection.prepare_cached(&format!(
             "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
              WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
@@ -77,4 +66,30 @@ impl Tail {
         }
         Ok(Self { rows, replaced })
     }
+}
+
+/// The unfolded rows of `devices` (an `rarray` value) that count, oldest first: of keyed rows
+/// with the same (device, time), only the latest.
+pub(crate) fn unfolded(
+    connection: &Connection,
+    devices: &Rc<Vec<Value>>,
+) -> Result<Vec<LoggedRow>, StoreError> {
+    let watermark = folded_id(connection)?;
+    let mut rows: Vec<LoggedRow> = connection
+        .prepare_cached(&format!(
+            "SELECT {} FROM readings WHERE id > ?1 AND device IN rarray(?2) ORDER BY id",
+            *LOGGED_COLUMNS
+        ))?
+        .query_map(params![watermark, Rc::clone(devices)], LoggedRow::read)?
+        .collect::<Result<_, _>>()?;
+    // Newest first: a keyed row whose key was already seen is replaced by that later row.
+    let mut keys = HashSet::new();
+    let mut superseded = HashSet::new();
+    for row in rows.iter().rev().filter(|row| row.keyed) {
+        if !keys.insert((row.device, row.at)) {
+            superseded.insert(row.id);
+        }
+    }
+    rows.retain(|row| !superseded.contains(&row.id));
+    Ok(rows)
 }

@@ -1,0 +1,230 @@
+//! The raw export's representations, written page by page into a streamed body: JSON
+//! (`{"data": [row, …]}`), NDJSON (one row per line) and RFC 4180 CSV (a header line, then one
+//! line per row, CRLF). Rows are flat: `measured_at`, the values in [`Measure::EXPORT_ORDER`],
+//! `lat`, `lon`; an absent value is `null` in JSON and empty in CSV.
+//!
+//! Memory stays flat whatever the range: one page is rendered at a time, and the next is read
+//! only once the client has taken this one (hyper polls the body as the socket drains). A store
+//! fault after the first page aborts the response, so the client sees a broken transfer, never a
+//! complete-looking truncated file.
+
+use std::io::Write as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, VARY};
+use hyper::HeaderMap;
+
+use super::views::timestamp;
+use super::{negotiate, BodyError, Response};
+use crate::domain::{DeviceUuid, Measure, RawReading};
+use crate::read::export::Export;
+
+/// How an export is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `{"data": [row, …]}`.
+    Json,
+    /// RFC 4180 CSV with a header line.
+    Csv,
+    /// One JSON row per line.
+    Ndjson,
+}
+
+/// The representations, the default first, as [`negotiate::preferred`] takes them.
+const MEDIA_TYPES: &[&str] = &["application/json", "text/csv", "application/x-ndjson"];
+const FORMATS: [Format; 3] = [Format::Json, Format::Csv, Format::Ndjson];
+
+impl Format {
+    /// The format the request's `Accept` prefers (JSON when it names none of them).
+    pub fn negotiate(headers: &HeaderMap) -> Self {
+        FORMATS
+            .get(negotiate::preferred(headers, MEDIA_TYPES))
+            .copied()
+            .unwrap_or(Self::Json)
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Self::Json => "application/json",
+            Self::Csv => "text/csv; charset=utf-8; header=present",
+            Self::Ndjson => "application/x-ndjson",
+        }
+    }
+}
+
+/// The CSV header line: the column names (the JSON rows' member names).
+fn csv_header() -> String {
+    let mut names = vec!["measured_at"];
+    names.extend(Measure::EXPORT_ORDER.map(Measure::name));
+    names.extend(["lat", "lon"]);
+    names.join(",") + "\r\n"
+}
+
+/// A 200 that streams `export` in `format`; `device` names it in the log should it fail.
+pub fn respond(export: Export, format: Format, device: DeviceUuid, public: bool) -> Response {
+    let body = ExportBody {
+        export,
+        format,
+        device,
+        started: false,
+        rows: 0,
+        done: false,
+    };
+    let mut response = hyper::Response::new(body.boxed());
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    headers.insert(VARY, HeaderValue::from_static("Accept"));
+    if public {
+        // A public device may become private at any time: caches must ask again.
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    response
+}
+
+/// The streamed body: the format's opening, then each page as one chunk, then its closing.
+#[derive(Debug)]
+struct ExportBody {
+    export: Export,
+    format: Format,
+    device: DeviceUuid,
+    started: bool,
+    rows: u64,
+    done: bool,
+}
+
+impl hyper::body::Body for ExportBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        let mut chunk = Vec::new();
+        if !this.started {
+            this.started = true;
+            match this.format {
+                Format::Json => chunk.extend_from_slice(b"{\"data\":["),
+                Format::Csv => chunk.extend_from_slice(csv_header().as_bytes()),
+                Format::Ndjson => {}
+            }
+        }
+        loop {
+            match this.export.poll_page(cx) {
+                Poll::Ready(Some(Ok(page))) => {
+                    for reading in &page {
+                        this.write_row(&mut chunk, reading);
+                    }
+                    if !chunk.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))));
+                    }
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    this.done = true;
+                    tracing::error!(
+                        device = %this.device,
+                        rows_sent = this.rows,
+                        error = %crate::telemetry::chain(&error),
+                        "export failed after its first page; the response is aborted"
+                    );
+                    return Poll::Ready(Some(Err(Box::new(error))));
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    if this.format == Format::Json {
+                        chunk.extend_from_slice(b"]}");
+                    }
+                    return Poll::Ready(
+                        (!chunk.is_empty()).then(|| Ok(Frame::data(Bytes::from(chunk)))),
+                    );
+                }
+                Poll::Pending if chunk.is_empty() => return Poll::Pending,
+                Poll::Pending => return Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk))))),
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+}
+
+impl ExportBody {
+    fn write_row(&mut self, out: &mut Vec<u8>, reading: &RawReading) {
+        let at = timestamp(&reading.at);
+        let (lat, lon) = reading.position.unzip();
+        match self.format {
+            Format::Csv => {
+                out.extend_from_slice(at.as_bytes());
+                for measure in Measure::EXPORT_ORDER {
+                    out.push(b',');
+                    write_number(out, reading.value(measure), measure.is_integer(), b"");
+                }
+                for coordinate in [lat, lon] {
+                    out.push(b',');
+                    write_number(out, coordinate, false, b"");
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            Format::Json | Format::Ndjson => {
+                if self.format == Format::Json && self.rows > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(b"{\"measured_at\":\"");
+                out.extend_from_slice(at.as_bytes());
+                out.push(b'"');
+                for measure in Measure::EXPORT_ORDER {
+                    let _ = write!(out, ",\"{}\":", measure.name());
+                    write_number(out, reading.value(measure), measure.is_integer(), b"null");
+                }
+                for (name, coordinate) in [("lat", lat), ("lon", lon)] {
+                    let _ = write!(out, ",\"{name}\":");
+                    write_number(out, coordinate, false, b"null");
+                }
+                out.push(b'}');
+                if self.format == Format::Ndjson {
+                    out.push(b'\n');
+                }
+            }
+        }
+        self.rows += 1;
+    }
+}
+
+/// A value as JSON writes it (integers as integers), or `absent`.
+fn write_number(out: &mut Vec<u8>, value: Option<f64>, integer: bool, absent: &[u8]) {
+    match value {
+        None => out.extend_from_slice(absent),
+        Some(value) if !value.is_finite() => out.extend_from_slice(absent),
+        Some(value) if integer => {
+            let _ = write!(out, "{}", value as i64);
+        }
+        Some(value) => {
+            let _ = serde_json::to_writer(&mut *out, &value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_csv_header_is_the_documented_one() {
+        assert_eq!(
+            csv_header(),
+            "measured_at,aqi,pm1_0,pm2_5,pm10_0,temperature,humidity,heat_index,lat,lon\r\n"
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! The raw export on the embedded store: pages of one device's readings, oldest first.
+//!
+//! Every reading has one key, the key of the device index: (time, `dedup`), `dedup` 0 for a
+//! reading keyed by its `measured_at` and its receipt id otherwise — for folded readings in
+//! `readings_by_device`, and computed the same way for unfolded ones. Pages go by that key
+//! (keyset pagination). Each page is one read transaction that reads the next folded rows in
+//! key order and the device's unfolded rows, and merges them: an unfolded row takes the place of
+//! the folded reading with its key (a replacement), so every reading is exported once, as it is
+//! now. A reading folded between two pages keeps its key, so it is neither lost nor repeated.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use rusqlite::{params, Connection, Row};
+
+use super::ingest::tail::unfolded;
+use super::{from_micros, Sqlite};
+use crate::domain::measure::COUNT;
+use crate::domain::{Measure, RawReading};
+use crate::store::{columns, StoreError};
+
+/// Where a page starts: after this (time, `dedup`) key.
+pub(super) type Cursor = (i64, i64);
+
+/// The first cursor of an export starting at `start` (microseconds): before every key at
+/// `start` (`dedup` is never negative).
+pub(super) fn first_cursor(start: i64) -> Cursor {
+    (start, -1)
+}
+
+/// `at, dedup, the values, lat, lon` of folded readings (`b` the device index, `r` the row).
+static FOLDED_PAGE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT b.at, b.dedup, {}, r.lat, r.lon \
+         FROM readings_by_device b JOIN readings r ON r.id = b.id \
+         WHERE b.device = ?1 AND b.at >= ?2 AND (b.at > ?2 OR b.dedup > ?3) AND b.at < ?4 \
+         ORDER BY b.at, b.dedup LIMIT ?5",
+        columns::each(|name| format!("r.{name}"))
+    )
+});
+
+/// The page of `device`'s readings after `after` and before `end` (microseconds): at most
+/// `limit` folded readings plus the unfolded ones among them, in key order, and the cursor of
+/// the next page (`None` after the last). Runs in `db`'s one read transaction.
+pub(super) async fn page(
+    db: &std::sync::Arc<Sqlite>,
+    device: [u8; 16],
+    after: Cursor,
+    end: i64,
+    limit: usize,
+) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
+    db.read_snapshot(move |connection| read_page(connection, device, after, end, limit))
+        .await
+}
+
+fn read_page(
+    connection: &Connection,
+    device: [u8; 16],
+    after: Cursor,
+    end: i64,
+    limit: usize,
+) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
+    let folded: Vec<(Cursor, RawReading)> = connection
+        .prepare_cached(&FOLDED_PAGE)?
+        .query_map(
+            params![
+                device.as_slice(),
+                after.0,
+                after.1,
+                end,
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            read_folded,
+        )?
+        .collect::<Result<Result<_, _>, _>>()??;
+    // A full page ends at its last folded key; unfolded rows after it belong to later pages.
+    let bound = (folded.len() >= limit)
+        .then(|| folded.last().map(|(key, _)| *key))
+        .flatten();
+    let devices = std::rc::Rc::new(vec![rusqlite::types::Value::Blob(device.to_vec())]);
+    let mut merged: BTreeMap<Cursor, RawReading> = BTreeMap::new();
+    for row in unfolded(connection, &devices)? {
+        let key = (row.at, if row.keyed { 0 } else { row.id });
+        if key > after && key.0 < end && bound.is_none_or(|bound| key <= bound) {
+            let mut values = [None; COUNT];
+            for measure in Measure::ALL {
+                values[measure.index()] = Some(row.values[measure]);
+            }
+            let reading = RawReading {
+                at: from_micros(row.at)?,
+                values,
+                position: row.location.as_ref().map(|(lat, lon, _)| (*lat, *lon)),
+            };
+            merged.insert(key, reading);
+        }
+    }
+    for (key, reading) in folded {
+        // An unfolded row with the same key replaces the folded reading.
+        merged.entry(key).or_insert(reading);
+    }
+    Ok((merged.into_values().collect(), bound))
+}
+
+/// A folded row of [`FOLDED_PAGE`] with its key.
+fn read_folded(row: &Row<'_>) -> rusqlite::Result<Result<(Cursor, RawReading), StoreError>> {
+    let at: i64 = row.get(0)?;
+    let dedup: i64 = row.get(1)?;
+    let mut values = [None; COUNT];
+    for (offset, measure) in Measure::ALL.into_iter().enumerate() {
+        values[measure.index()] = if measure.is_integer() {
+            row.get::<_, Option<i64>>(2 + offset)?
+                .map(|value| value as f64)
+        } else {
+            row.get::<_, Option<f64>>(2 + offset)?
+        };
+    }
+    let lat: Option<f64> = row.get(2 + COUNT)?;
+    let lon: Option<f64> = row.get(3 + COUNT)?;
+    Ok(from_micros(at).map(|time| {
+        (
+            (at, dedup),
+            RawReading {
+                at: time,
+                values,
+                position: lat.zip(lon),
+            },
+        )
+    }))
+}
