@@ -21,7 +21,7 @@ use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
 
 /// Most rows folded in one transaction (the writer connection is held that long).
-const CHUNK: i64 = 8_192;
+const CHUNK: i64 = 2_048;
 
 /// When the fold runs.
 #[derive(Debug, Clone, Copy)]
