@@ -16,7 +16,7 @@ pub mod body;
 pub mod cacheable;
 pub mod connections;
 pub mod error;
-pub mod export;
+pub mod export_formats;
 pub mod negotiate;
 pub mod rate_limit;
 pub mod request_id;

@@ -6,7 +6,7 @@ use hyper::StatusCode;
 use crate::domain::field_errors::both;
 use crate::domain::{CustomQuery, DeviceUuid, ExportQuery, HistoricalQuery, OwnerId, QueryParams};
 use crate::http::error::ApiError;
-use crate::http::export::{self, Format};
+use crate::http::export_formats::{self, Format};
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
 use crate::http::{authenticate, respond, Request, Response};
@@ -124,5 +124,5 @@ pub async fn device_readings(
     let format = Format::negotiate(request.headers());
     let readings =
         crate::read::export::readings(state.readings.as_ref(), device, query, true).await?;
-    Ok(export::respond(readings, format, device, false))
+    Ok(export_formats::respond(readings, format, device, false))
 }

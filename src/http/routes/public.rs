@@ -11,7 +11,7 @@ use crate::domain::field_errors::both;
 use crate::domain::{Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
 use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
 use crate::http::error::ApiError;
-use crate::http::export::{self, Format};
+use crate::http::export_formats::{self, Format};
 use crate::http::negotiate;
 use crate::http::respond::Data;
 use crate::http::state::AppState;
@@ -92,7 +92,7 @@ pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Re
         device.flags.is_location_public,
     )
     .await?;
-    Ok(export::respond(readings, format, device.id, true))
+    Ok(export_formats::respond(readings, format, device.id, true))
 }
 
 /// `GET /public/map/devices?bbox=…`, as JSON or (`Accept: application/geo+json`) GeoJSON: served

@@ -12,7 +12,7 @@
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
 mod device_store;
-mod export;
+mod export_pages;
 mod ingest;
 mod reading_store;
 mod rollup;

@@ -15,7 +15,7 @@ use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
-use super::export;
+use super::export_pages;
 use super::ingest::tail::Tail;
 use super::rollup::{pieces, Rollup};
 use super::{device_bytes, from_micros, read_values, to_micros, Sqlite};
@@ -276,9 +276,9 @@ impl ReadingStore for SqliteReadings {
         let db = Arc::clone(&self.db);
         let device = device_bytes(device);
         let end = to_micros(end);
-        ReadingPages::spawn(export::first_cursor(to_micros(start)), move |after| {
+        ReadingPages::spawn(export_pages::first_cursor(to_micros(start)), move |after| {
             let db = Arc::clone(&db);
-            async move { export::page(&db, device, after, end, EXPORT_PAGE_ROWS).await }
+            async move { export_pages::page(&db, device, after, end, EXPORT_PAGE_ROWS).await }
         })
     }
 
