@@ -83,6 +83,7 @@ impl Application {
             tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
         }
         let metrics = Arc::new(ServerMetrics::default());
+        let map = Arc::new(MapCache::new(config.map_cache_ttl));
         // SQLite is opened only when a store lives there, and then once for both.
         let mut embedded: Option<Arc<Sqlite>> = None;
         let mut sqlite = || -> Result<Arc<Sqlite>, StoreError> {
@@ -96,7 +97,8 @@ impl Application {
         };
         let (devices, device_keys, postgres) = match &config.postgres_url {
             Some(url) => {
-                let (devices, keys, pool, listener) = postgres_devices(url).await?;
+                let (devices, keys, pool, listener) =
+                    postgres_devices(url, Arc::clone(&map)).await?;
                 (devices, keys, Some((pool, listener)))
             }
             None => {
@@ -142,7 +144,7 @@ impl Application {
             devices,
             readings,
             writer: batch_writer,
-            map: MapCache::new(config.map_cache_ttl),
+            map,
             map_ttl: config.map_cache_ttl,
             limits,
             metrics,
@@ -187,6 +189,7 @@ impl Application {
 /// listener is up, the pool (QuestDB's sink takes receipt ids from it) and that listener.
 async fn postgres_devices(
     url: &str,
+    map: Arc<MapCache>,
 ) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
     let (pool, pg_config) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
@@ -194,10 +197,15 @@ async fn postgres_devices(
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
         pg_config,
-        Arc::new(move |event| match event {
-            CredentialEvents::Trust => evictions.reset(true),
-            CredentialEvents::Distrust => evictions.reset(false),
-            CredentialEvents::Evict(device_id) => evictions.evict(&device_id),
+        Arc::new(move |event| {
+            // Every announced change (rotation, deletion, a new name or flags) may change what
+            // the public map shows, and a missed announcement may have too.
+            map.invalidate();
+            match event {
+                CredentialEvents::Trust => evictions.reset(true),
+                CredentialEvents::Distrust => evictions.reset(false),
+                CredentialEvents::Evict(device_id) => evictions.evict(&device_id),
+            }
         }),
     );
     Ok((devices, keys, pool, listener))

@@ -67,7 +67,13 @@ pub async fn json(
         ));
     }
     simd_json::to_owned_value(&mut bytes)
-        .map_err(|error| ApiError::MalformedBody(format!("the body is not valid JSON: {error}")))
+        // The parser's own error names its internals (tape, stage); the client gets where.
+        .map_err(|error| {
+            ApiError::MalformedBody(format!(
+                "the body is not valid JSON: the parser stopped near byte {}",
+                error.index()
+            ))
+        })
 }
 
 /// The body's bytes as sent, refused once they pass `limit`.

@@ -218,10 +218,16 @@ struct MapGeneration {
 /// variant (format × bounding box) is rendered from them once, with its gzip copy, and kept for
 /// the same generation of entries.
 #[derive(Debug)]
+///
+/// A change of what the map may show (a device made private, its location hidden, renamed or
+/// deleted) [invalidates](MapCache::invalidate) it at once: the entries are keyed by an epoch
+/// that the invalidation moves on, so even a read that was already under way when the change
+/// happened is never served afterwards.
 pub struct MapCache {
-    entries: moka::future::Cache<(), Arc<MapGeneration>>,
+    entries: moka::future::Cache<u64, Arc<MapGeneration>>,
     rendered: moka::future::Cache<(u64, MapVariant), Arc<Rendered>>,
     generations: AtomicU64,
+    epoch: AtomicU64,
 }
 
 impl MapCache {
@@ -240,7 +246,15 @@ impl MapCache {
                 .time_to_live(ttl)
                 .build(),
             generations: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         }
+    }
+
+    /// Forgets the cached map: the next request reads the stores again.
+    pub fn invalidate(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.entries.invalidate_all();
+        self.rendered.invalidate_all();
     }
 
     /// The variant rendered from the current entries: `load` reads the entries when they have
@@ -251,9 +265,10 @@ impl MapCache {
         load: impl Future<Output = Result<Vec<MapEntry>, ApiError>>,
         render: impl FnOnce(&[MapEntry]) -> Result<Rendered, ApiError>,
     ) -> Result<Arc<Rendered>, ApiError> {
+        let epoch = self.epoch.load(Ordering::Acquire);
         let generation = self
             .entries
-            .try_get_with((), async {
+            .try_get_with(epoch, async {
                 Ok::<_, ApiError>(Arc::new(MapGeneration {
                     entries: load.await?,
                     number: self.generations.fetch_add(1, Ordering::Relaxed),

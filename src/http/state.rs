@@ -25,7 +25,7 @@ pub struct AppState {
     /// The way into reading storage.
     pub writer: BatchWriter,
     /// The rendered public map, shared by all pollers for its time to live.
-    pub map: MapCache,
+    pub map: Arc<MapCache>,
     /// How long the map is cached (also its `Cache-Control: max-age`).
     pub map_ttl: Duration,
     /// Upload and public rate limits.

@@ -311,3 +311,32 @@ async fn metrics_count_responses_and_committed_readings() {
     assert!(value("airq_http_responses_total{class=\"2xx\"}") >= 3.0);
     assert!(value("airq_http_responses_total{class=\"4xx\"}") >= 1.0);
 }
+
+#[tokio::test]
+async fn a_malformed_body_is_described_without_parser_internals() {
+    let app = TestApp::spawn().await;
+    for body in [
+        "{\"name\": ",
+        "[1, 2",
+        "{\"name\": tru}",
+        "{\"a\": 1e999999}",
+        "\"\\u12\"",
+    ] {
+        let response = app
+            .owner_request(Method::POST, "/devices", "alice")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request sent");
+        let problem_body = problem(response, 400).await;
+        let detail = problem_body["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with("the body is not valid JSON"),
+            "{body}: {detail}"
+        );
+        for internal in ["Error", "Tape", "Internal", "("] {
+            assert!(!detail.contains(internal), "{body}: {detail}");
+        }
+    }
+}

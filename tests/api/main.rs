@@ -22,6 +22,7 @@ mod hardening;
 mod historical;
 mod map_formats;
 mod openapi;
+mod privacy;
 mod public;
 mod rate_limits;
 mod routes;

@@ -79,3 +79,58 @@ async fn a_device_deleted_through_one_process_is_refused_by_the_other() {
         "the deleted device is refused by the other process"
     );
 }
+
+#[tokio::test]
+async fn a_device_made_private_through_one_process_leaves_the_others_cached_map() {
+    let first = TestApp::spawn().await;
+    let second = first.spawn_peer().await;
+    let device = first
+        .register(
+            "alice",
+            serde_json::json!({ "name": "Roof", "is_public": true, "is_location_public": true }),
+        )
+        .await;
+    // Readings live in each process's own SQLite file in this pair: upload to the one that maps.
+    second
+        .upload_ok(&device, &crate::common::located(sample(), 52.5, 13.4))
+        .await;
+    let entries = |body: Value| body["data"].as_array().map_or(0, Vec::len);
+    // The second process caches the map with the device on it (for its 5 s time to live).
+    let cached: Value = second
+        .get_public("/public/map/devices")
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(entries(cached), 1);
+
+    let id = device["id"].as_str().expect("id");
+    let response = first
+        .send_json_as(
+            "alice",
+            Method::PATCH,
+            &format!("/devices/{id}"),
+            &serde_json::json!({ "is_public": false }),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    // Well within the time to live: only the announcement can have removed it.
+    let mut remaining = usize::MAX;
+    for _ in 0..100 {
+        let body: Value = second
+            .get_public("/public/map/devices")
+            .await
+            .json()
+            .await
+            .expect("json");
+        remaining = entries(body);
+        if remaining == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        remaining, 0,
+        "the other process still shows the private device"
+    );
+}

@@ -45,6 +45,9 @@ mod map_formats;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_postgres)]
+#[path = "../api/privacy.rs"]
+mod privacy;
+#[cfg(airq_test_postgres)]
 #[path = "../api/public.rs"]
 mod public;
 #[cfg(airq_test_postgres)]

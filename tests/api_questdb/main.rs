@@ -46,6 +46,9 @@ mod map_formats;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_questdb)]
+#[path = "../api/privacy.rs"]
+mod privacy;
+#[cfg(airq_test_questdb)]
 #[path = "../api/public.rs"]
 mod public;
 

@@ -69,6 +69,8 @@ pub async fn update(request: Request, state: &AppState, id: &str) -> Result<Resp
         .update(&owner, id, &patch, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound(NOT_FOUND))?;
+    // Visibility, location and name show on the public map: it must not lag behind.
+    state.map.invalidate();
     respond::data(DeviceView::new(&device))
 }
 
@@ -101,6 +103,7 @@ pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Resp
         .await?
         .ok_or(ApiError::NotFound(NOT_FOUND))?;
     state.device_keys.evict(&device.device_id);
+    state.map.invalidate();
     state.readings.forget_device(device.id).await?;
     tracing::info!(device = %device.id, "device deleted");
     Ok(respond::empty(StatusCode::NO_CONTENT))

@@ -159,6 +159,8 @@ impl DeviceStore for PostgresDevices {
             )
             .await?;
         let updated = device(&row)?;
+        // Other processes cache the public map: a device made private must leave it at once.
+        announce(&transaction, &updated.device_id).await?;
         transaction.commit().await?;
         Ok(Some(updated))
     }

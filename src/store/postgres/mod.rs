@@ -27,7 +27,8 @@ const SCHEMA_LOCK: i64 = 0x6169_7271_0001;
 /// Connections kept by one process.
 const POOL_SIZE: usize = 16;
 
-/// The channel on which credential changes are announced; the payload is the `device_id`.
+/// The channel on which changes of a device's credentials or public visibility are announced;
+/// the payload is the `device_id`.
 pub const CREDENTIALS_CHANNEL: &str = "airq_device_credentials";
 
 /// A pool of connections to the device database, schema applied.
