@@ -16,6 +16,7 @@ pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
+pub use crate::telemetry::LogFormat;
 
 /// `airq`: the air-quality backend.
 #[derive(Debug, Parser)]
@@ -146,6 +147,10 @@ pub struct ServeArgs {
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     #[arg(long, env = "AIRQ_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Log lines as `text` or as `json` (one object per line); both go to stderr, filtered by
+    /// `RUST_LOG`.
+    #[arg(long, env = "AIRQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
 }
 
 /// The highest rate a limit accepts: one request a microsecond.

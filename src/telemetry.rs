@@ -1,18 +1,36 @@
-//! Structured logs. `RUST_LOG` filters (default `info`); lines go to stderr.
+//! Structured logs. `RUST_LOG` filters (default `info`); lines go to stderr, as text or as one
+//! JSON object per line ([`LogFormat`]), without ANSI colours unless stderr is a terminal. Every
+//! request adds one access line, target `airq::access` ([`crate::http::access`]).
 //!
 //! Nothing logs a device key or a bearer token: keys exist in clear only inside the response that
 //! issues them, tokens only inside the authenticator, and request logs carry the path, never the
 //! query string or headers.
 
+use std::io::IsTerminal as _;
+
 use tracing_subscriber::EnvFilter;
 
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, event fields at the top level.
+    Json,
+}
+
 /// Installs the global subscriber (once; later calls do nothing).
-pub fn init() {
+pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(std::io::stderr().is_terminal());
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 /// An error and all its causes, `outer: inner: innermost`: what a log line (or a CLI failure)

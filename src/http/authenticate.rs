@@ -2,9 +2,13 @@
 //!
 //! Only headers are read. A token in the query string is never looked at, so it cannot end up
 //! authenticating anything (and we never encourage putting it in URLs, which land in logs).
+//!
+//! Who a request was authenticated as goes to its access line, through the request's
+//! [`IdentitySlot`] (the server puts one in every request's extensions).
 
 use hyper::header::AUTHORIZATION;
 
+use super::access::{Identity, IdentitySlot};
 use super::error::{ApiError, Credential};
 use super::state::AppState;
 use super::Request;
@@ -31,14 +35,23 @@ pub async fn owner(request: &Request, state: &AppState) -> Result<OwnerId, ApiEr
         .map(|(_, token)| token.trim())
         .filter(|token| !token.is_empty())
         .ok_or_else(|| refuse("the Authorization header must be `Bearer <token>`", None))?;
-    state
+    let owner = state
         .auth
         .authenticate(token)
         .await
         .map_err(|error| match error {
             AuthError::KeysUnavailable(cause) => ApiError::IdentityProvider(cause),
             other => refuse("the bearer token is invalid or expired", Some(other)),
-        })
+        })?;
+    remember(request, Identity::Owner(owner.clone()));
+    Ok(owner)
+}
+
+/// Records the request's identity for its access line.
+fn remember(request: &Request, identity: Identity) {
+    if let Some(slot) = request.extensions().get::<IdentitySlot>() {
+        slot.set(identity);
+    }
 }
 
 /// The device header holding the public device id.
@@ -64,12 +77,14 @@ pub async fn device(request: &Request, state: &AppState) -> Result<Authenticated
             "the X-Device-ID and X-Device-Key headers are required",
         ));
     };
-    state
+    let device = state
         .device_keys
         .authenticate(device_id, key)
         .await
         .map_err(|error| match error {
             DeviceAuthError::Refused => refuse("unknown device or wrong device key"),
             DeviceAuthError::Store(error) => ApiError::Store(error),
-        })
+        })?;
+    remember(request, Identity::Device(device.id));
+    Ok(device)
 }

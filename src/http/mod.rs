@@ -11,6 +11,7 @@
 //! limits ([`rate_limit`]) come first on public routes and right after the credentials on
 //! uploads (401, then 429), always before the body is read.
 
+pub mod access;
 pub mod authenticate;
 pub mod body;
 pub mod cacheable;

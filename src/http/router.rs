@@ -313,6 +313,13 @@ pub fn access_of(path: &str) -> Option<Access> {
     }
 }
 
+/// The template of the route `path` matches (`/api/v1/devices/{id}` for
+/// `/api/v1/devices/42`), `None` when none does: what logs show instead of ids.
+pub fn template_of(path: &str) -> Option<&'static str> {
+    let (routes, _) = TABLE.find(path)?;
+    routes.routes.first().map(|route| route.path)
+}
+
 /// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
 /// its log line and problem `instance`, and the path parameters borrow from it), `peer` the
 /// address it came from. A request that reaches a public route's handler (`GET`, `HEAD`) first
@@ -397,6 +404,16 @@ mod tests {
             allow("/api/v1/public/map/devices").as_deref(),
             Some("GET, HEAD, OPTIONS")
         );
+    }
+
+    #[test]
+    fn template_of_names_the_route_not_the_ids() {
+        assert_eq!(
+            template_of("/api/v1/devices/42/current"),
+            Some("/api/v1/devices/{id}/current")
+        );
+        assert_eq!(template_of("/healthz"), Some("/healthz"));
+        assert_eq!(template_of("/api/v1/nowhere"), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The accept loop and the per-request wrapper.
 //!
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
-//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection.
+//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection;
+//! its answer adds one access line ([`super::access`]).
 //! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
 //! closed) within the shutdown timeout, closes what is still open after it, then returns
 //! ([`super::connections`]).
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
+use hyper::body::Body as _;
 use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -21,6 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
+use super::access::{self, IdentitySlot};
 use super::connections::{ConnectionSettings, Connections};
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
@@ -90,9 +93,11 @@ pub async fn serve(
     connections.close().await;
 }
 
-/// One request from `peer`: id, span, handler, panic capture, problem rendering.
-async fn handle(request: Request, peer: IpAddr, state: &AppState) -> Response {
+/// One request from `peer`: id, span, handler, panic capture, problem rendering, access line.
+async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Response {
     let started = Instant::now();
+    let identity = IdentitySlot::default();
+    request.extensions_mut().insert(identity.clone());
     let request_id = RequestId::for_request(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -124,12 +129,15 @@ async fn handle(request: Request, peer: IpAddr, state: &AppState) -> Response {
             HeaderValue::from_static("ETag, X-Request-Id"),
         );
     }
-    span.in_scope(|| {
-        tracing::debug!(
-            status = response.status().as_u16(),
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "answered"
-        );
+    access::log(&access::Entry {
+        method: &method,
+        route: router::template_of(&path),
+        path: &path,
+        status: response.status().as_u16(),
+        duration: started.elapsed(),
+        bytes: response.body().size_hint().exact(),
+        request_id: &request_id,
+        identity: identity.get(),
     });
     response
 }
