@@ -20,6 +20,7 @@ mod examples;
 mod export;
 mod hardening;
 mod historical;
+mod logs;
 mod map_formats;
 mod openapi;
 mod privacy;

@@ -1,0 +1,222 @@
+//! Logs operators use: `AIRQ_LOG_FORMAT=json` writes one JSON object per stderr line, every
+//! request adds an access line that names the route and the caller but never a token or the
+//! query string, and text logs carry no ANSI colours when stderr is not a terminal.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// `airq ARGS` with no `AIRQ_*` or `RUST_LOG` variable inherited, run in `cwd`.
+fn airq(cwd: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_airq"));
+    command.args(args).current_dir(cwd);
+    for (name, _) in std::env::vars_os() {
+        let name_text = name.to_string_lossy();
+        if name_text.starts_with("AIRQ_") || name_text == "RUST_LOG" {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// A token for `owner` from the data dir's local issuer.
+fn token(cwd: &Path, data_dir: &str, owner: &str) -> String {
+    let output = airq(cwd, &["token", owner, "--data-dir", data_dir])
+        .output()
+        .expect("airq token runs");
+    assert!(output.status.success(), "airq token failed");
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned()
+}
+
+/// A running server whose stderr lines arrive on `lines`; killed when dropped.
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(mut command: Command) -> Self {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("airq serve starts");
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads stderr until a line satisfies `wanted`; returns that line.
+    fn wait_for(&mut self, wanted: impl Fn(&str) -> bool) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no such log line; stderr so far: {:#?}", self.seen));
+            self.seen.push(line.clone());
+            if wanted(&line) {
+                return line;
+            }
+        }
+    }
+
+    /// Stops the server and returns every stderr line it wrote.
+    fn finish(mut self) -> Vec<String> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(line);
+        }
+        std::mem::take(&mut self.seen)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The address in the "airq listening" line.
+fn address_of(line: &str) -> String {
+    let at = line.find("127.0.0.1:").expect("the line names the address");
+    line[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+        .collect()
+}
+
+/// One HTTP/1.1 request over a fresh connection; the status code.
+fn request(address: &str, target: &str, headers: &[(&str, &str)]) -> u16 {
+    let mut stream = TcpStream::connect(address).expect("server reachable");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout set");
+    let mut head = format!("GET {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).expect("request written");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer read");
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+#[test]
+fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let data_dir = data_dir.to_str().unwrap();
+    let token = token(dir.path(), data_dir, "alice");
+    let mut command = airq(
+        dir.path(),
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+    );
+    command.env("AIRQ_LOG_FORMAT", "json");
+    let mut server = Server::start(command);
+    let listening = server.wait_for(|line| line.contains("airq listening"));
+    let address = address_of(&listening);
+
+    let bearer = format!("Bearer {token}");
+    let status = request(
+        &address,
+        "/api/v1/devices/3f2c9a1e-0000-4000-8000-000000000000?token=secret-in-query",
+        &[("Authorization", &bearer), ("X-Request-Id", "logs-test-1")],
+    );
+    assert_eq!(status, 404, "alice has no such device");
+    server.wait_for(|line| line.contains("logs-test-1") && line.contains("airq::access"));
+    let lines = server.finish();
+
+    let mut access = Vec::new();
+    for line in &lines {
+        let object: Value = serde_json::from_str(line)
+            .unwrap_or_else(|error| panic!("not a JSON line ({error}): {line:?}"));
+        assert!(object.is_object(), "an object: {line:?}");
+        assert!(!line.contains("\u{1b}["), "no ANSI colours: {line:?}");
+        assert!(
+            !line.contains("secret-in-query"),
+            "no query string: {line:?}"
+        );
+        assert!(!line.contains(&token), "no token: {line:?}");
+        if object["target"] == "airq::access" && object["request_id"] == "logs-test-1" {
+            access.push(object);
+        }
+    }
+    assert_eq!(access.len(), 1, "one access line: {lines:#?}");
+    let access = &access[0];
+    assert_eq!(access["level"], "INFO");
+    assert_eq!(access["method"], "GET");
+    assert_eq!(access["route"], "/api/v1/devices/{id}");
+    assert_eq!(
+        access["path"],
+        "/api/v1/devices/3f2c9a1e-0000-4000-8000-000000000000"
+    );
+    assert_eq!(access["status"], 404);
+    assert!(access["duration_us"].is_u64(), "{access}");
+    assert!(access["bytes"].as_u64().is_some_and(|n| n > 0), "{access}");
+    assert_eq!(access["owner"], "alice");
+    assert!(access.get("device").is_none(), "{access}");
+}
+
+#[test]
+fn text_logs_without_a_terminal_have_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let data_dir = data_dir.to_str().unwrap();
+    let command = airq(
+        dir.path(),
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+    );
+    let mut server = Server::start(command);
+    let listening = server.wait_for(|line| line.contains("airq listening"));
+    let address = address_of(&listening);
+    assert_eq!(
+        request(&address, "/nowhere?token=secret-in-query", &[]),
+        404
+    );
+    server.wait_for(|line| line.contains("airq::access"));
+    let lines = server.finish();
+    let access = lines
+        .iter()
+        .find(|line| line.contains("airq::access"))
+        .expect("an access line");
+    assert!(
+        access.contains("route=\"-\"") || access.contains("route=-"),
+        "{access}"
+    );
+    for line in &lines {
+        assert!(!line.contains("\u{1b}["), "no ANSI colours: {line:?}");
+        assert!(
+            !line.contains("secret-in-query"),
+            "no query string: {line:?}"
+        );
+    }
+}
