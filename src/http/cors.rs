@@ -26,7 +26,13 @@ pub const ANY_ORIGIN_PATHS: &[&str] = &["/api/v1/openapi.json"];
 /// Whether every origin may read `path` (and preflight it): the public area and
 /// [`ANY_ORIGIN_PATHS`].
 pub fn answers_any_origin(path: &str) -> bool {
-    ANY_ORIGIN_PATHS.contains(&path) || router::access_of(path) == Some(Access::Public)
+    any_origin(router::access_of(path), path)
+}
+
+/// [`answers_any_origin`] for a path whose access is known (the router compiling its table
+/// asks this, before [`router::access_of`] can answer).
+pub fn any_origin(access: Option<Access>, path: &str) -> bool {
+    access == Some(Access::Public) || ANY_ORIGIN_PATHS.contains(&path)
 }
 
 /// One web origin, `scheme://host[:port]`, as a browser sends it in `Origin` (scheme and host in

@@ -302,7 +302,7 @@ fn allowed_methods(routes: &[&'static Route]) -> Vec<&'static str> {
     }
     if routes
         .first()
-        .is_some_and(|route| super::cors::answers_any_origin(route.path))
+        .is_some_and(|route| super::cors::any_origin(Some(route.access), route.path))
     {
         methods.push("OPTIONS");
     }
