@@ -150,6 +150,7 @@ impl Application {
             metrics,
             clock,
             body_timeout: config.body_timeout,
+            cors_origins: config.cors_origins.clone(),
         });
         let bind_error = |source| StartError::Bind {
             address: config.listen,

@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
 pub use crate::http::connections::ConnectionSettings;
+pub use crate::http::cors::CorsOrigins;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
@@ -144,6 +145,10 @@ pub struct ServeArgs {
     /// closed, so the process ends within this bound (plus the batch writer's final commit).
     #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
+    /// Web origins (comma-separated, exact `scheme://host[:port]`) whose browser pages may call
+    /// owner routes (CORS); empty: none, owner routes answer no cross-origin request.
+    #[arg(long, env = "AIRQ_CORS_ORIGINS", default_value = "", value_parser = CorsOrigins::parse)]
+    pub cors_origins: CorsOrigins,
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     #[arg(long, env = "AIRQ_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
@@ -225,6 +230,8 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Open connections and their end at shutdown.
     pub connections: ConnectionSettings,
+    /// Origins allowed to call owner routes from a browser.
+    pub cors_origins: CorsOrigins,
 }
 
 impl From<ServeArgs> for Config {
@@ -279,6 +286,7 @@ impl From<ServeArgs> for Config {
                 max_open: args.max_connections as usize,
                 shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
             },
+            cors_origins: args.cors_origins,
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod authenticate;
 pub mod body;
 pub mod cacheable;
 pub mod connections;
+pub mod cors;
 pub mod error;
 pub mod export_formats;
 pub mod negotiate;

@@ -3,9 +3,9 @@
 //!
 //! Everything else about routes is derived from that table, so adding one is one entry (plus its
 //! handler, OpenAPI entry and test): the path matching (by `matchit`), the `Allow` header of a 405,
-//! `HEAD` on every `GET` route, the CORS preflight of public routes and which answers carry
-//! `Access-Control-Allow-Origin: *`. The test suite checks the OpenAPI document and the README's
-//! endpoint table against the same table.
+//! `HEAD` on every `GET` route, the CORS preflights ([`super::cors`] decides their headers from
+//! each path's access and `Allow` value). The test suite checks the OpenAPI document and the
+//! README's endpoint table against the same table.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,7 +25,7 @@ use super::{Request, Response};
 pub enum Access {
     /// Anyone, from any web origin (CORS `*`, preflight answered).
     Public,
-    /// An owner, with a bearer token.
+    /// An owner, with a bearer token (CORS only for the origins of `AIRQ_CORS_ORIGINS`).
     Owner,
     /// A device, with its `X-Device-ID` / `X-Device-Key`.
     Device,
@@ -266,7 +266,7 @@ impl Table {
         let mut paths = Vec::with_capacity(by_path.len());
         for (template, routes) in by_path {
             let access = routes[0].access;
-            let methods = allowed_methods(&routes, access);
+            let methods = allowed_methods(&routes);
             // The table is a constant checked by the unit tests below; a template matchit refuses
             // would fail them, never a request.
             if matcher.insert(template, paths.len()).is_ok() {
@@ -289,8 +289,10 @@ impl Table {
     }
 }
 
-/// The methods a path answers, in the table's order, `HEAD` after `GET`, `OPTIONS` last.
-fn allowed_methods(routes: &[&'static Route], access: Access) -> Vec<&'static str> {
+/// The methods a path answers, in the table's order, `HEAD` after `GET`, `OPTIONS` last (on the
+/// paths any origin may read; an owner route's preflight from a listed origin is granted too, but
+/// its `Allow` and `Access-Control-Allow-Methods` name the declared methods only).
+fn allowed_methods(routes: &[&'static Route]) -> Vec<&'static str> {
     let mut methods = Vec::new();
     for route in routes {
         methods.push(route.method.as_str());
@@ -298,7 +300,10 @@ fn allowed_methods(routes: &[&'static Route], access: Access) -> Vec<&'static st
             methods.push("HEAD");
         }
     }
-    if access == Access::Public {
+    if routes
+        .first()
+        .is_some_and(|route| super::cors::any_origin(Some(route.access), route.path))
+    {
         methods.push("OPTIONS");
     }
     methods
@@ -344,8 +349,12 @@ pub async fn dispatch(
         }
         return (route.handler)(request, state, params).await;
     }
-    if method == Method::OPTIONS && routes.access == Access::Public {
-        return Ok(crate::http::cacheable::preflight());
+    if method == Method::OPTIONS {
+        let granted =
+            super::cors::preflight(path, request.headers(), &state.cors_origins, &routes.allow);
+        if let Some(response) = granted {
+            return Ok(response);
+        }
     }
     Err(ApiError::MethodNotAllowed {
         allow: &routes.allow,

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use hyper::body::Body as _;
-use hyper::header::{HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,6 +24,7 @@ use tracing::Instrument as _;
 
 use super::access::{self, IdentitySlot};
 use super::connections::{ConnectionSettings, Connections};
+use super::cors;
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
 use super::state::AppState;
@@ -101,6 +101,7 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     let request_id = RequestId::for_request(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let cors = cors::Policy::for_request(&path, request.headers(), &state.cors_origins);
     let span = tracing::info_span!("request", id = %request_id, %method, %path);
     let outcome =
         AssertUnwindSafe(router::dispatch(request, &path, peer, state).instrument(span.clone()))
@@ -121,14 +122,8 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     state.metrics.response(response.status().as_u16());
     let headers = response.headers_mut();
     headers.insert(request_id::HEADER, request_id.header_value());
-    if router::access_of(&path) == Some(router::Access::Public) {
-        // Widgets on any site read public data, error answers included.
-        headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-        headers.insert(
-            ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static("ETag, X-Request-Id"),
-        );
-    }
+    // Error answers included: a browser page reads the problem too.
+    cors.apply(headers);
     access::log(&access::Entry {
         method: &method,
         route: router::template_of(&path),

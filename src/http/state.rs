@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
 use crate::http::cacheable::MapCache;
+use crate::http::cors::CorsOrigins;
 use crate::http::rate_limit::RateLimits;
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
@@ -36,4 +37,6 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// How long a request body may take to arrive in full.
     pub body_timeout: Duration,
+    /// The origins that may read owner routes from a browser.
+    pub cors_origins: CorsOrigins,
 }

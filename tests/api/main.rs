@@ -12,6 +12,7 @@ mod auth;
 mod batch;
 mod cli;
 mod contract;
+mod cors;
 mod current;
 mod custom;
 mod devices;
