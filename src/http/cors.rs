@@ -275,7 +275,8 @@ mod tests {
         ] {
             assert!(Origin::parse(bad).is_err(), "{bad}");
         }
-        let list = CorsOrigins::parse(" https://a.example , http://localhost:5173,").expect("test value");
+        let list =
+            CorsOrigins::parse(" https://a.example , http://localhost:5173,").expect("test value");
         assert_eq!(list.to_string(), "https://a.example,http://localhost:5173");
         assert!(CorsOrigins::parse("").expect("test value").is_empty());
         assert!(CorsOrigins::parse("https://a.example,nope").is_err());
