@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{secs, ExportArgs, ExportFormat};
 use crate::client::{Lane, Target};
-use crate::fleet::{list_devices, owner_token};
+use crate::fleet::seeded_owner;
 use crate::{rss, BoxError};
 
 impl ExportFormat {
@@ -153,20 +153,7 @@ async fn export_one(
 /// Runs the scenario and prints its summary.
 pub async fn run(args: &ExportArgs) -> Result<Value, BoxError> {
     let started_at = Utc::now().to_rfc3339();
-    let target = Target::parse(&args.target.target).await?;
-    let token = owner_token(
-        args.target.token.as_deref(),
-        &args.target.data_dir,
-        &args.owner,
-    )?;
-    let devices = list_devices(&target, &token).await?;
-    if devices.is_empty() {
-        return Err(format!(
-            "owner {} has no devices: run `airq-bench seed` first (or pass --owner)",
-            args.owner
-        )
-        .into());
-    }
+    let (target, token, devices) = seeded_owner(&args.target, &args.owner).await?;
     let end = Utc::now() + TimeDelta::minutes(1);
     let span = TimeDelta::milliseconds((args.days.clamp(0.0, 366.0) * 86_400_000.0) as i64);
     let query = format!(

@@ -286,6 +286,24 @@ pub async fn register(
     })
 }
 
+/// The target, the owner's token and the ids of its devices, for the scenarios that read what
+/// `seed` loaded; an owner without devices is an error that says to seed first.
+pub async fn seeded_owner(
+    args: &crate::cli::TargetArgs,
+    owner: &str,
+) -> Result<(Target, HeaderValue, Vec<String>), BoxError> {
+    let target = Target::parse(&args.target).await?;
+    let token = owner_token(args.token.as_deref(), &args.data_dir, owner)?;
+    let devices = list_devices(&target, &token).await?;
+    if devices.is_empty() {
+        return Err(format!(
+            "owner {owner} has no devices: run `airq-bench seed` first (or pass --owner)"
+        )
+        .into());
+    }
+    Ok((target, token, devices))
+}
+
 /// The ids of the owner's devices, oldest first (`GET /api/v1/devices`).
 pub async fn list_devices(target: &Target, token: &HeaderValue) -> Result<Vec<String>, BoxError> {
     #[derive(Deserialize)]

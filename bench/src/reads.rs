@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{secs, ReadArgs};
 use crate::client::{Answer, Body, Lane, Target};
-use crate::fleet::{list_devices, load_or_register, owner_token};
+use crate::fleet::{load_or_register, owner_token, seeded_owner};
 use crate::generator::UploadWorkload;
 use crate::load::{Plan, Workload};
 use crate::stats::RunSummary;
@@ -142,20 +142,7 @@ fn paths(name: &str, devices: &[String], tz: Option<&str>) -> Option<(Vec<String
 /// Runs the scenario and prints its summary.
 pub async fn run(args: &ReadArgs) -> Result<Value, BoxError> {
     let started_at = Utc::now().to_rfc3339();
-    let target = Target::parse(&args.target.target).await?;
-    let token = owner_token(
-        args.target.token.as_deref(),
-        &args.target.data_dir,
-        &args.owner,
-    )?;
-    let devices = list_devices(&target, &token).await?;
-    if devices.is_empty() {
-        return Err(format!(
-            "owner {} has no devices: run `airq-bench seed` first (or pass --owner)",
-            args.owner
-        )
-        .into());
-    }
+    let (target, token, devices) = seeded_owner(&args.target, &args.owner).await?;
     let names: Vec<String> = if args.endpoints.is_empty() {
         ENDPOINTS.iter().map(|name| (*name).to_owned()).collect()
     } else {

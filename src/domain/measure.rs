@@ -88,7 +88,7 @@ impl Measure {
 
     /// Its position in [`Measure::ALL`] (and in every per-measure array).
     pub fn index(self) -> usize {
-        self.slot()
+        self as usize
     }
 
     /// The name of the value: its key in bodies and responses, its column in every store.
@@ -127,10 +127,6 @@ impl Measure {
     pub fn is_integer(self) -> bool {
         matches!(self, Self::Aqi)
     }
-
-    fn slot(self) -> usize {
-        self as usize
-    }
 }
 
 /// One number per [`Measure`]: a sample's values, their means, or their sums.
@@ -160,13 +156,13 @@ impl Index<Measure> for Measurements {
     type Output = f64;
 
     fn index(&self, measure: Measure) -> &f64 {
-        &self.0[measure.slot()]
+        &self.0[measure.index()]
     }
 }
 
 impl IndexMut<Measure> for Measurements {
     fn index_mut(&mut self, measure: Measure) -> &mut f64 {
-        &mut self.0[measure.slot()]
+        &mut self.0[measure.index()]
     }
 }
 
@@ -201,7 +197,7 @@ mod tests {
     #[test]
     fn every_measure_has_its_own_slot_in_list_order() {
         for (index, measure) in Measure::ALL.into_iter().enumerate() {
-            assert_eq!(measure.slot(), index);
+            assert_eq!(measure.index(), index);
         }
     }
 
