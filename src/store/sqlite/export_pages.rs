@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use rusqlite::{params, Connection, Row};
 
 use super::ingest::tail::unfolded;
+use super::ingest::Unfolded;
 use super::{from_micros, Sqlite};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measure, RawReading};
@@ -49,17 +50,23 @@ pub(super) async fn page(
     end: i64,
     limit: usize,
 ) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
-    db.read_snapshot(move |connection| read_page(connection, device, after, end, limit))
-        .await
+    let pending = std::sync::Arc::clone(db);
+    db.read_snapshot(move |connection| {
+        read_page(connection, pending.unfolded(), device, after, end, limit)
+    })
+    .await
 }
 
+/// Reads the unfolded rows first: they must be the transaction's first read.
 fn read_page(
     connection: &Connection,
+    pending: &Unfolded,
     device: [u8; 16],
     after: Cursor,
     end: i64,
     limit: usize,
 ) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
+    let unfolded = unfolded(connection, pending, &[device])?;
     let folded: Vec<(Cursor, RawReading)> = connection
         .prepare_cached(&FOLDED_PAGE)?
         .query_map(
@@ -77,9 +84,8 @@ fn read_page(
     let bound = (folded.len() >= limit)
         .then(|| folded.last().map(|(key, _)| *key))
         .flatten();
-    let devices = std::rc::Rc::new(vec![rusqlite::types::Value::Blob(device.to_vec())]);
     let mut merged: BTreeMap<Cursor, RawReading> = BTreeMap::new();
-    for row in unfolded(connection, &devices)? {
+    for row in unfolded {
         let key = (row.at, if row.keyed { 0 } else { row.id });
         if key > after && key.0 < end && bound.is_none_or(|bound| key <= bound) {
             let mut values = [None; COUNT];

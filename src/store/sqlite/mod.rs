@@ -56,6 +56,7 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    unfolded: ingest::Unfolded,
     _checkpointer: Checkpointer,
 }
 
@@ -74,14 +75,21 @@ impl Sqlite {
         migrate(&mut writer)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
+        let unfolded = ingest::Unfolded::load(&writer)?;
         let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
         Ok(Arc::new(Self {
             path,
             busy_timeout,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            unfolded,
             _checkpointer: checkpointer,
         }))
+    }
+
+    /// The appended rows the fold has not reached yet.
+    pub(crate) fn unfolded(&self) -> &ingest::Unfolded {
+        &self.unfolded
     }
 
     /// Runs `work` on a reader connection, on the blocking pool.

@@ -55,11 +55,11 @@ impl SqliteReadings {
         F: FnOnce(&Connection, &Rc<Vec<Value>>, Tail) -> Result<T, StoreError> + Send + 'static,
     {
         let devices = owned_devices(devices);
+        let db = Arc::clone(&self.db);
         self.db
             .read_snapshot(move |connection| {
-                let devices = device_array(&devices);
-                let tail = Tail::read(connection, &devices)?;
-                work(connection, &devices, tail)
+                let tail = Tail::read(connection, db.unfolded(), &devices)?;
+                work(connection, &device_array(&devices), tail)
             })
             .await
     }
@@ -287,7 +287,7 @@ impl ReadingStore for SqliteReadings {
         self.db
             .write(move |connection| {
                 let transaction = connection.transaction()?;
-                // Folded readings through the device index, unfolded ones by scanning the tail.
+                // Folded readings through the device index, unfolded ones past the watermark.
                 transaction
                     .prepare_cached(
                         "DELETE FROM readings WHERE id IN \
@@ -313,7 +313,9 @@ impl ReadingStore for SqliteReadings {
                 transaction.commit()?;
                 Ok(())
             })
-            .await
+            .await?;
+        self.db.unfolded().forget_device(device);
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -6,7 +6,7 @@
 //! costs about 30 rows per device instead of about 2,900. The fold keeps both, adding what it
 //! folds and subtracting what a replacing reading took the place of.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use rusqlite::Connection;
@@ -62,9 +62,10 @@ impl Delta {
     }
 }
 
-/// The changes of one fold, per device and slot, for both resolutions.
+/// The changes of one fold, per device and slot, for both resolutions; applied in key order, so
+/// consecutive upserts land on the same or neighbouring pages.
 #[derive(Debug, Default)]
-pub(super) struct Deltas(HashMap<(usize, [u8; 16], i64), Delta>);
+pub(super) struct Deltas(BTreeMap<(usize, [u8; 16], i64), Delta>);
 
 impl Deltas {
     /// Records a sample of `device` at `at` coming (`sign` 1) or going (`sign` −1).

@@ -8,7 +8,7 @@ use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::fold::{FoldConfig, Folder};
-use super::{folded_id, MAX_BACKLOG};
+use super::{folded_id, LoggedRow, MAX_BACKLOG};
 use crate::domain::measure::COUNT;
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::sqlite::{bind_values, device_bytes, to_micros, Sqlite};
@@ -95,6 +95,7 @@ impl ReadingSink for SqliteReadingSink {
             transaction.commit()?;
             Ok(())
         })?;
+        self.db.unfolded().add(batch.iter().map(LoggedRow::of));
         if self.backlog() >= self.fold_rows {
             self.folder.wake();
         }

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
 
 /// Most rows folded in one transaction (the writer connection is held that long).
-const CHUNK: i64 = 2_048;
+const CHUNK: i64 = 16_384;
 
 /// When the fold runs.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +95,8 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
     loop {
         let stopping = progress.stop.load(Ordering::Acquire);
         match db.write_blocking(fold_chunk) {
-            Ok(Some(folded)) => {
+            Ok(Some((folded, devices))) => {
+                db.unfolded().forget_folded(folded, devices);
                 progress.folded.store(folded, Ordering::Release);
                 continue;
             }
@@ -122,9 +123,9 @@ struct Replaced {
     located: bool,
 }
 
-/// Folds up to [`CHUNK`] rows past the watermark in one transaction; the new watermark, or
-/// `None` when there was nothing to fold.
-fn fold_chunk(connection: &mut Connection) -> Result<Option<i64>, StoreError> {
+/// Folds up to [`CHUNK`] rows past the watermark in one transaction; the new watermark and the
+/// devices whose rows were folded, or `None` when there was nothing to fold.
+fn fold_chunk(connection: &mut Connection) -> Result<Option<(i64, Vec<[u8; 16]>)>, StoreError> {
     let transaction = connection.transaction()?;
     let watermark = folded_id(&transaction)?;
     let rows: Vec<LoggedRow> = transaction
@@ -137,6 +138,10 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<i64>, StoreError> {
     let Some(last) = rows.last().map(|row| row.id) else {
         return Ok(None);
     };
+    // In key order, consecutive index writes land on the same or neighbouring pages. Rows of one
+    // key keep their id order, so a later keyed row still replaces an earlier one.
+    let mut rows = rows;
+    rows.sort_unstable_by_key(|row| (row.device, row.at, row.id));
     let mut find_key = transaction.prepare_cached(&format!(
         "SELECT b.id, {}, r.lat IS NOT NULL FROM readings_by_device b JOIN readings r ON r.id = b.id \
          WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
@@ -193,43 +198,73 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<i64>, StoreError> {
         .prepare_cached("INSERT INTO counters (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value")?
         .execute(params![FOLDED_ID, last])?;
     transaction.commit()?;
-    Ok(Some(last))
+    Ok(Some((last, last_seen.into_keys().collect())))
 }
 
-/// Moves each device's last contact and latest located sample forward.
+/// The columns of `device_latest` describing the latest located sample.
+const LOCATED: [&str; 7] = [
+    "located_at",
+    "lat",
+    "lon",
+    "provider",
+    "aqi",
+    "pm2_5",
+    "temperature",
+];
+
+/// Moves each device's last contact and latest located sample forward, one statement per device.
 fn advance_latest(
     connection: &Connection,
     last_seen: &HashMap<[u8; 16], i64>,
     located: &HashMap<[u8; 16], &LoggedRow>,
 ) -> Result<(), StoreError> {
-    let mut upsert_located = connection.prepare_cached(
-        "INSERT INTO device_latest (device, last_seen, located_at, lat, lon, provider, aqi, pm2_5, temperature) \
-         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-         ON CONFLICT (device) DO UPDATE SET located_at = excluded.located_at, lat = excluded.lat, \
-         lon = excluded.lon, provider = excluded.provider, aqi = excluded.aqi, pm2_5 = excluded.pm2_5, \
-         temperature = excluded.temperature \
-         WHERE located_at IS NULL OR excluded.located_at >= located_at",
-    )?;
-    for (device, row) in located {
-        if let Some((lat, lon, provider)) = &row.location {
-            upsert_located.execute(params![
-                device.as_slice(),
-                row.at,
-                lat,
-                lon,
-                provider,
-                row.values.aqi(),
-                row.values[Measure::Pm2_5],
-                row.values[Measure::Temperature],
-            ])?;
-        }
-    }
-    let mut upsert_seen = connection.prepare_cached(
-        "INSERT INTO device_latest (device, last_seen) VALUES (?1, ?2) \
-         ON CONFLICT (device) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
-    )?;
-    for (device, at) in last_seen {
-        upsert_seen.execute(params![device.as_slice(), at])?;
+    static UPSERT: LazyLock<String> = LazyLock::new(|| {
+        let newer = "excluded.located_at IS NOT NULL \
+                     AND (located_at IS NULL OR excluded.located_at >= located_at)";
+        format!(
+            "INSERT INTO device_latest (device, last_seen, {columns}) VALUES (?1, ?2, {values}) \
+             ON CONFLICT (device) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen), {set}",
+            columns = LOCATED.join(", "),
+            values = crate::store::columns::placeholders(3, LOCATED.len()),
+            set = LOCATED
+                .iter()
+                .map(|column| {
+                    format!("{column} = CASE WHEN {newer} THEN excluded.{column} ELSE {column} END")
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    });
+    let mut upsert = connection.prepare_cached(&UPSERT)?;
+    let mut devices: Vec<(&[u8; 16], &i64)> = last_seen.iter().collect();
+    devices.sort_unstable();
+    for (device, seen) in devices {
+        let location = located
+            .get(device)
+            .and_then(|row| row.location.as_ref().map(|location| (row, location)));
+        let (at, lat, lon, provider, aqi, pm2_5, temperature) = match location {
+            Some((row, (lat, lon, provider))) => (
+                Some(row.at),
+                Some(*lat),
+                Some(*lon),
+                Some(provider.as_str()),
+                Some(row.values.aqi()),
+                Some(row.values[Measure::Pm2_5]),
+                Some(row.values[Measure::Temperature]),
+            ),
+            None => (None, None, None, None, None, None, None),
+        };
+        upsert.execute(params![
+            device.as_slice(),
+            seen,
+            at,
+            lat,
+            lon,
+            provider,
+            aqi,
+            pm2_5,
+            temperature
+        ])?;
     }
     Ok(())
 }

@@ -13,8 +13,9 @@
 //!   watermark in the same transaction as what it derived, so a crash anywhere leaves either the
 //!   row unfolded (folded again at the next start) or folded and counted once.
 //! - **Reads are exact and fresh.** Every read runs in one SQLite read transaction and merges what
-//!   the fold has not reached yet ([`tail`]): rows past the watermark are added, earlier readings
-//!   they replace are taken away. A read after a 201 includes its reading.
+//!   the fold has not reached yet ([`tail`]), kept in memory by device ([`Unfolded`]): rows past
+//!   the watermark are added, earlier readings they replace are taken away. A read after a 201
+//!   includes its reading.
 //! - **The backlog is bounded.** When more than [`MAX_BACKLOG`] rows wait for the fold, the batch
 //!   writer waits for it before appending (and so do the uploads behind it).
 //! - **Shutdown folds everything.** The fold stops with the sink that owns it, after folding the
@@ -23,17 +24,19 @@
 mod append;
 mod fold;
 pub(super) mod tail;
+mod unfolded;
 
 use std::sync::LazyLock;
 
 use rusqlite::Row;
 
-use super::read_values;
-use crate::domain::Measurements;
+use super::{device_bytes, read_values, to_micros};
+use crate::domain::{Measurements, StoredReading};
 use crate::store::columns;
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
+pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold.
 pub(crate) const MAX_BACKLOG: i64 = 200_000;
@@ -63,6 +66,22 @@ pub(super) struct LoggedRow {
 }
 
 impl LoggedRow {
+    /// The row a stored reading was appended as.
+    fn of(stored: &StoredReading) -> Self {
+        Self {
+            id: i64::try_from(stored.id.get()).unwrap_or(i64::MAX),
+            device: device_bytes(stored.device),
+            at: to_micros(stored.at),
+            keyed: stored.reading.measured_at.is_some(),
+            values: stored.reading.values,
+            location: stored
+                .reading
+                .location
+                .as_ref()
+                .map(|location| (location.lat, location.lon, location.provider.clone())),
+        }
+    }
+
     fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
         let device: Vec<u8> = row.get(1)?;
         let values = read_values(row, 4)?;

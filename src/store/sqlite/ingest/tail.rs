@@ -1,17 +1,16 @@
 //! What reads add to the folded tables: the rows the fold has not reached yet.
 //!
-//! Read inside the same read transaction as the folded tables, so both describe one moment.
+//! Taken from [`Unfolded`] as of the same read transaction as the folded tables, so both describe
+//! one moment.
 //! Of the unfolded rows of the asked devices, a keyed row that a later unfolded row replaces is
 //! left out; and a folded reading that an unfolded keyed row replaces is listed, so a read takes
 //! it away from the folded sums.
 
 use std::collections::HashSet;
-use std::rc::Rc;
 
-use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{folded_id, LoggedRow, LOGGED_COLUMNS};
+use super::{LoggedRow, Unfolded};
 use crate::domain::Measurements;
 use crate::store::columns;
 use crate::store::sqlite::read_values;
@@ -36,12 +35,13 @@ pub(crate) struct Tail {
 }
 
 impl Tail {
-    /// The tail of `devices` (an `rarray` value), in `connection`'s current transaction.
+    /// The tail of `devices`, as of `connection`'s current transaction (whose first read this is).
     pub(crate) fn read(
         connection: &Connection,
-        devices: &Rc<Vec<Value>>,
+        pending: &Unfolded,
+        devices: &[[u8; 16]],
     ) -> Result<Self, StoreError> {
-        let rows = unfolded(connection, devices)?;
+        let rows = unfolded(connection, pending, devices)?;
         if rows.is_empty() {
             return Ok(Self::default());
         }
@@ -68,20 +68,14 @@ impl Tail {
     }
 }
 
-/// The unfolded rows of `devices` (an `rarray` value) that count, oldest first: of keyed rows
-/// with the same (device, time), only the latest.
+/// The unfolded rows of `devices` that count, oldest first: of keyed rows with the same
+/// (device, time), only the latest. Must be the first read of `connection`'s transaction.
 pub(crate) fn unfolded(
     connection: &Connection,
-    devices: &Rc<Vec<Value>>,
+    pending: &Unfolded,
+    devices: &[[u8; 16]],
 ) -> Result<Vec<LoggedRow>, StoreError> {
-    let watermark = folded_id(connection)?;
-    let mut rows: Vec<LoggedRow> = connection
-        .prepare_cached(&format!(
-            "SELECT {} FROM readings WHERE id > ?1 AND device IN rarray(?2) ORDER BY id",
-            *LOGGED_COLUMNS
-        ))?
-        .query_map(params![watermark, Rc::clone(devices)], LoggedRow::read)?
-        .collect::<Result<_, _>>()?;
+    let mut rows = pending.rows_of(connection, devices)?;
     // Newest first: a keyed row whose key was already seen is replaced by that later row.
     let mut keys = HashSet::new();
     let mut superseded = HashSet::new();

@@ -1,0 +1,108 @@
+//! The rows the fold has not reached yet, kept in memory by device.
+//!
+//! Reads merge these rows into what the fold derived ([`tail`](super::tail)). Scanning them in
+//! the database instead would cost every read time in proportion to the whole backlog; here a
+//! read copies only its own devices' rows, so the fold can run rarely and in large chunks (which
+//! is what makes it cheap) without slowing reads down.
+//!
+//! The rules:
+//! - **Only committed rows are here.** The batch writer adds a batch after its commit, before it
+//!   answers the uploads, so a read after a 201 finds the reading.
+//! - **A row leaves only once it is folded.** The fold forgets rows after committing their fold,
+//!   and never while a read is between taking its snapshot's watermark and copying rows: such a
+//!   read holds the read lock, so it sees every row past its watermark, either folded in its
+//!   snapshot or here.
+//! - **A restart rebuilds it** from the rows past the stored watermark ([`Unfolded::load`]).
+
+use std::collections::HashMap;
+use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
+
+use rusqlite::{params, Connection};
+
+use super::{folded_id, LoggedRow, LOGGED_COLUMNS};
+use crate::store::StoreError;
+
+/// The unfolded rows of every device.
+#[derive(Debug, Default)]
+pub(crate) struct Unfolded {
+    inner: RwLock<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Per device, its unfolded rows in id order.
+    by_device: HashMap<[u8; 16], Vec<LoggedRow>>,
+    /// The highest id the fold has folded: rows up to it are never added again.
+    folded: i64,
+}
+
+impl Unfolded {
+    /// The rows past the stored watermark (those a crash or a shutdown left unfolded).
+    pub(crate) fn load(connection: &Connection) -> Result<Self, StoreError> {
+        let folded = folded_id(connection)?;
+        let rows: Vec<LoggedRow> = connection
+            .prepare(&format!(
+                "SELECT {} FROM readings WHERE id > ?1 ORDER BY id",
+                *LOGGED_COLUMNS
+            ))?
+            .query_map(params![folded], LoggedRow::read)?
+            .collect::<Result<_, _>>()?;
+        let unfolded = Self::default();
+        unfolded.write().folded = folded;
+        unfolded.add(rows);
+        Ok(unfolded)
+    }
+
+    /// Adds committed rows (in id order).
+    pub(super) fn add(&self, rows: impl IntoIterator<Item = LoggedRow>) {
+        let mut inner = self.write();
+        let folded = inner.folded;
+        for row in rows.into_iter().filter(|row| row.id > folded) {
+            inner.by_device.entry(row.device).or_default().push(row);
+        }
+    }
+
+    /// Forgets the rows of `devices` up to `folded`, which the fold has just committed.
+    pub(super) fn forget_folded(&self, folded: i64, devices: impl IntoIterator<Item = [u8; 16]>) {
+        let mut inner = self.write();
+        inner.folded = inner.folded.max(folded);
+        for device in devices {
+            if let Some(rows) = inner.by_device.get_mut(&device) {
+                rows.retain(|row| row.id > folded);
+                if rows.is_empty() {
+                    inner.by_device.remove(&device);
+                }
+            }
+        }
+    }
+
+    /// Forgets every row of a deleted device.
+    pub(crate) fn forget_device(&self, device: [u8; 16]) {
+        self.write().by_device.remove(&device);
+    }
+
+    /// The unfolded rows of `devices` as of `connection`'s read transaction (whose first read
+    /// this must be, so its snapshot and the watermark it reads are one moment), oldest first.
+    pub(super) fn rows_of(
+        &self,
+        connection: &Connection,
+        devices: &[[u8; 16]],
+    ) -> Result<Vec<LoggedRow>, StoreError> {
+        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let watermark = folded_id(connection)?;
+        let mut rows: Vec<LoggedRow> = devices
+            .iter()
+            .filter_map(|device| inner.by_device.get(device))
+            .flatten()
+            .filter(|row| row.id > watermark)
+            .cloned()
+            .collect();
+        drop(inner);
+        rows.sort_unstable_by_key(|row| row.id);
+        Ok(rows)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
