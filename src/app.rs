@@ -192,12 +192,12 @@ async fn postgres_devices(
     url: &str,
     map: Arc<MapCache>,
 ) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
-    let (pool, pg_config) = postgres::connect(url).await?;
+    let (pool, target) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
     let keys = Arc::new(KeyCache::new(Arc::clone(&devices), false));
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
-        pg_config,
+        target,
         Arc::new(move |event| {
             // Every announced change (rotation, deletion, a new name or flags) may change what
             // the public map shows, and a missed announcement may have too.
