@@ -27,6 +27,8 @@ use crate::store::postgres::{self, PostgresDevices};
 use crate::store::questdb::{self, QuestDbReadings, QuestDbSink};
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
 use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
+use crate::telemetry::chain;
+use crate::tls::Roots;
 use deadpool_postgres::Pool;
 
 /// Why the server could not start.
@@ -78,9 +80,14 @@ impl Application {
             audience: config.auth_audience.clone(),
             leeway: config.auth_leeway,
         };
-        let auth = Authenticator::new(&config.owner_auth, &issuer, rules)?;
-        if let Err(error) = auth.warm_up().await {
-            tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
+        let roots = Roots::from_file(config.auth_ca_file.as_deref());
+        let auth = Authenticator::new(&config.owner_auth, &issuer, rules, &roots)?;
+        match auth.warm_up().await {
+            Err(error) if error.is_misconfiguration() => return Err(error.into()),
+            Err(error) => {
+                tracing::warn!(error = %chain(&error), "identity provider keys not fetched yet; retrying on demand");
+            }
+            Ok(()) => {}
         }
         let metrics = Arc::new(ServerMetrics::default());
         let map = Arc::new(MapCache::new(config.map_cache_ttl));

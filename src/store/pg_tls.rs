@@ -333,9 +333,9 @@ fn take_tls_settings(text: &str) -> Result<(String, TlsSettings), PgTlsError> {
             start = end + 1;
         }
     } else {
-        for (key, value, span) in key_values(text)? {
-            if settings.take(key, value)? {
-                removed.push(span);
+        for pair in key_values(text)? {
+            if settings.take(pair.key, pair.value)? {
+                removed.push(pair.span);
             }
         }
     }
@@ -352,9 +352,19 @@ fn take_tls_settings(text: &str) -> Result<(String, TlsSettings), PgTlsError> {
     Ok((rest, settings))
 }
 
-/// The `key = value` pairs of a key-value string (libpq's syntax: values optionally in single
-/// quotes, `\` escaping the next character), each with the byte range it occupies.
-fn key_values(text: &str) -> Result<Vec<(&str, String, Range<usize>)>, PgTlsError> {
+/// One `key = value` of a key-value string.
+#[derive(Debug)]
+struct KeyValue<'a> {
+    key: &'a str,
+    /// Unquoted and unescaped.
+    value: String,
+    /// The bytes the pair occupies in the string.
+    span: Range<usize>,
+}
+
+/// The pairs of a key-value string (libpq's syntax: values optionally in single quotes, `\`
+/// escaping the next character).
+fn key_values(text: &str) -> Result<Vec<KeyValue<'_>>, PgTlsError> {
     let bytes = text.as_bytes();
     let mut pairs = Vec::new();
     let mut at = 0;
@@ -407,7 +417,11 @@ fn key_values(text: &str) -> Result<Vec<(&str, String, Range<usize>)>, PgTlsErro
         }
         let value = String::from_utf8(value)
             .map_err(|_| PgTlsError::Malformed("key-value syntax (a value is not UTF-8)"))?;
-        pairs.push((key, value, start..at));
+        pairs.push(KeyValue {
+            key,
+            value,
+            span: start..at,
+        });
     }
 }
 
