@@ -27,6 +27,8 @@ use crate::store::postgres::{self, PostgresDevices};
 use crate::store::questdb::{self, QuestDbReadings, QuestDbSink};
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
 use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
+use crate::telemetry::chain;
+use crate::tls::Roots;
 use deadpool_postgres::Pool;
 
 /// Why the server could not start.
@@ -78,9 +80,14 @@ impl Application {
             audience: config.auth_audience.clone(),
             leeway: config.auth_leeway,
         };
-        let auth = Authenticator::new(&config.owner_auth, &issuer, rules)?;
-        if let Err(error) = auth.warm_up().await {
-            tracing::warn!(error = %error, "identity provider keys not fetched yet; retrying on demand");
+        let roots = Roots::from_file(config.auth_ca_file.as_deref());
+        let auth = Authenticator::new(&config.owner_auth, &issuer, rules, &roots)?;
+        match auth.warm_up().await {
+            Err(error) if error.is_misconfiguration() => return Err(error.into()),
+            Err(error) => {
+                tracing::warn!(error = %chain(&error), "identity provider keys not fetched yet; retrying on demand");
+            }
+            Ok(()) => {}
         }
         let metrics = Arc::new(ServerMetrics::default());
         let map = Arc::new(MapCache::new(config.map_cache_ttl));
@@ -192,12 +199,12 @@ async fn postgres_devices(
     url: &str,
     map: Arc<MapCache>,
 ) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
-    let (pool, pg_config) = postgres::connect(url).await?;
+    let (pool, target) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
     let keys = Arc::new(KeyCache::new(Arc::clone(&devices), false));
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
-        pg_config,
+        target,
         Arc::new(move |event| {
             // Every announced change (rotation, deletion, a new name or flags) may change what
             // the public map shows, and a missed announcement may have too.

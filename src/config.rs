@@ -81,9 +81,15 @@ pub struct ServeArgs {
     /// Verify owner tokens with this shared HS256 secret instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_HS256_SECRET", hide_env_values = true)]
     pub auth_hs256_secret: Option<String>,
-    /// Required `iss` of owner tokens from an external identity provider.
+    /// Required `iss` of owner tokens from an external identity provider. Set alone (without
+    /// --auth-jwks-url or --auth-hs256-secret), the JWKS URL is discovered from the issuer's
+    /// `/.well-known/openid-configuration`, whose `issuer` must be identical to this one.
     #[arg(long, env = "AIRQ_AUTH_ISSUER")]
     pub auth_issuer: Option<String>,
+    /// CA certificates (PEM) trusted, instead of the system store and the bundled roots, for the
+    /// identity provider's HTTPS (discovery and JWKS).
+    #[arg(long, env = "AIRQ_AUTH_CA_FILE")]
+    pub auth_ca_file: Option<PathBuf>,
     /// Required `aud` of owner tokens from an external identity provider.
     #[arg(long, env = "AIRQ_AUTH_AUDIENCE")]
     pub auth_audience: Option<String>,
@@ -214,6 +220,8 @@ pub struct Config {
     pub auth_issuer: Option<String>,
     /// Required `aud` for external tokens.
     pub auth_audience: Option<String>,
+    /// CAs trusted for the identity provider's HTTPS instead of the public ones.
+    pub auth_ca_file: Option<PathBuf>,
     /// Clock skew tolerated on the `exp` and `nbf` of owner tokens.
     pub auth_leeway: Duration,
     /// Batch writer tuning.
@@ -236,10 +244,15 @@ pub struct Config {
 
 impl From<ServeArgs> for Config {
     fn from(args: ServeArgs) -> Self {
-        let owner_auth = match (args.auth_jwks_url, args.auth_hs256_secret) {
-            (Some(url), _) => OwnerAuth::Jwks(url),
-            (None, Some(secret)) => OwnerAuth::SharedSecret(secret),
-            (None, None) => OwnerAuth::Local,
+        let owner_auth = match (
+            args.auth_jwks_url,
+            args.auth_hs256_secret,
+            &args.auth_issuer,
+        ) {
+            (Some(url), _, _) => OwnerAuth::Jwks(url),
+            (None, Some(secret), _) => OwnerAuth::SharedSecret(secret),
+            (None, None, Some(issuer)) => OwnerAuth::Discovery(issuer.clone()),
+            (None, None, None) => OwnerAuth::Local,
         };
         Self {
             listen: args.listen,
@@ -256,6 +269,7 @@ impl From<ServeArgs> for Config {
             owner_auth,
             auth_issuer: args.auth_issuer,
             auth_audience: args.auth_audience,
+            auth_ca_file: args.auth_ca_file,
             auth_leeway: Duration::from_secs(args.auth_leeway_secs),
             batch: BatchConfig {
                 max_rows: args.batch_max_rows as usize,
@@ -312,6 +326,33 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn owner_auth(flags: &[&str]) -> OwnerAuth {
+        let args = ServeOnly::parse_from(std::iter::once("airq").chain(flags.iter().copied()));
+        Config::from(args.serve).owner_auth
+    }
+
+    #[test]
+    fn an_issuer_alone_discovers_its_keys_and_beside_a_key_source_only_checks_iss() {
+        let issuer = "https://idp.example/realms/airq";
+        assert!(matches!(
+            owner_auth(&["--auth-issuer", issuer]),
+            OwnerAuth::Discovery(ref discovered) if discovered == issuer
+        ));
+        assert!(matches!(
+            owner_auth(&[
+                "--auth-issuer",
+                issuer,
+                "--auth-jwks-url",
+                "https://idp.example/keys"
+            ]),
+            OwnerAuth::Jwks(_)
+        ));
+        assert!(matches!(
+            owner_auth(&["--auth-issuer", issuer, "--auth-hs256-secret", "s"]),
+            OwnerAuth::SharedSecret(_)
+        ));
+    }
 
     #[test]
     fn ttl_accepts_units_and_bare_seconds() {

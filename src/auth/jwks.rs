@@ -1,6 +1,8 @@
 //! Keys of an external identity provider, from its JWKS document.
 //!
-//! The document is fetched at start and again when a token names a `kid` we do not know (the
+//! The document's URL is configured (`AIRQ_AUTH_JWKS_URL`) or discovered from the issuer
+//! ([`super::discovery`]); a discovery that failed because the provider was unreachable is tried
+//! again with the next fetch, and once found the URL is kept. The document is fetched at start and again when a token names a `kid` we do not know (the
 //! provider rotated its keys), at most once per [`REFETCH_INTERVAL`], so a flood of tokens with
 //! made-up `kid`s cannot turn airq into a load generator against the provider. Only RSA, P-256 and
 //! Ed25519 keys are taken, each bound to its one algorithm (RS256, ES256, EdDSA); symmetric keys
@@ -10,21 +12,18 @@ use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
 use hyper::Uri;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
+use tokio::sync::OnceCell;
+
+use super::discovery::{self, DiscoveryError};
+use super::idp_client::{web_url, FetchError, IdpClient};
+use crate::tls::{Roots, TlsError};
 
 /// Refetches triggered by unknown `kid`s happen at most this often.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
-const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
-const MAX_DOCUMENT: usize = 1 << 20;
 
 /// Why the JWKS document could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -32,15 +31,21 @@ pub enum JwksError {
     /// The configured URL is not an http(s) URL.
     #[error("AIRQ_AUTH_JWKS_URL {0:?} is not an http or https URL")]
     BadUrl(String),
-    /// The request failed.
-    #[error("fetching the JWKS document")]
-    Fetch(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The provider answered with an error status.
-    #[error("the JWKS endpoint answered {0}")]
-    Status(hyper::StatusCode),
-    /// The request took too long.
-    #[error("the JWKS endpoint did not answer within {FETCH_TIMEOUT:?}")]
-    Timeout,
+    /// The CAs to trust for the provider could not be loaded.
+    #[error("trusting the identity provider's certificate authorities")]
+    Tls(#[from] TlsError),
+    /// The JWKS URL could not be discovered from the issuer.
+    #[error("discovering the JWKS URL")]
+    Discovery(#[from] DiscoveryError),
+    /// The document could not be fetched.
+    #[error("fetching the JWKS document {url}")]
+    Fetch {
+        /// The document's URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: FetchError,
+    },
     /// The body is not a JWKS document.
     #[error("the JWKS document does not parse")]
     Parse(#[from] serde_json::Error),
@@ -50,6 +55,30 @@ pub enum JwksError {
     /// The last fetch failed, and it is too soon to try again.
     #[error("the last fetch of the JWKS document, less than {REFETCH_INTERVAL:?} ago, failed")]
     LastFetchFailed,
+}
+
+impl JwksError {
+    /// Whether the configuration is wrong (the start should stop), rather than the provider
+    /// unreachable for now.
+    pub fn is_misconfiguration(&self) -> bool {
+        match self {
+            Self::BadUrl(_) | Self::Tls(_) => true,
+            Self::Discovery(error) => error.is_misconfiguration(),
+            Self::Fetch { .. } | Self::Parse(_) | Self::TooSoon | Self::LastFetchFailed => false,
+        }
+    }
+}
+
+/// Where the JWKS document is.
+#[derive(Debug)]
+enum Location {
+    /// Configured.
+    Fixed(Uri),
+    /// Announced by the issuer's provider configuration; found on the first successful fetch.
+    Discovered {
+        issuer: String,
+        found: OnceCell<Uri>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -76,8 +105,8 @@ struct Keys {
 
 /// The identity provider's keys, cached.
 pub struct JwksKeys {
-    url: Uri,
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    location: Location,
+    client: IdpClient,
     keys: RwLock<Keys>,
     fetching: tokio::sync::Mutex<()>,
 }
@@ -85,29 +114,46 @@ pub struct JwksKeys {
 impl std::fmt::Debug for JwksKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JwksKeys")
-            .field("url", &self.url)
+            .field("location", &self.location)
             .finish_non_exhaustive()
     }
 }
 
 impl JwksKeys {
-    /// Keys from the document at `url` (fetched on first use or by [`JwksKeys::refresh`]).
-    pub fn new(url: &str) -> Result<Self, JwksError> {
-        let uri: Uri = url.parse().map_err(|_| JwksError::BadUrl(url.to_owned()))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) {
-            return Err(JwksError::BadUrl(url.to_owned()));
-        }
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .build();
+    /// Keys from the document at `url`, fetched over HTTPS trusting `roots` (on first use or by
+    /// [`JwksKeys::refresh`]).
+    pub fn new(url: &str, roots: &Roots) -> Result<Self, JwksError> {
+        let url = web_url(url).ok_or_else(|| JwksError::BadUrl(url.to_owned()))?;
+        Self::at(Location::Fixed(url), roots)
+    }
+
+    /// Keys from the document `issuer` announces in its OpenID provider configuration.
+    pub fn discovered(issuer: &str, roots: &Roots) -> Result<Self, JwksError> {
+        discovery::configuration_url(issuer)?;
+        let location = Location::Discovered {
+            issuer: issuer.to_owned(),
+            found: OnceCell::new(),
+        };
+        Self::at(location, roots)
+    }
+
+    fn at(location: Location, roots: &Roots) -> Result<Self, JwksError> {
         Ok(Self {
-            url: uri,
-            client: Client::builder(TokioExecutor::new()).build(connector),
+            location,
+            client: IdpClient::new(roots)?,
             keys: RwLock::new(Keys::default()),
             fetching: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// The document's URL, discovering it first when need be.
+    async fn url(&self) -> Result<&Uri, JwksError> {
+        match &self.location {
+            Location::Fixed(url) => Ok(url),
+            Location::Discovered { issuer, found } => Ok(found
+                .get_or_try_init(|| discovery::jwks_uri(&self.client, issuer))
+                .await?),
+        }
     }
 
     /// The key for a token's `kid`, refetching the document once if it is unknown.
@@ -181,24 +227,15 @@ impl JwksKeys {
     }
 
     async fn fetch(&self) -> Result<Vec<(Option<String>, Entry)>, JwksError> {
-        let request = async {
-            let response = self
-                .client
-                .get(self.url.clone())
-                .await
-                .map_err(|error| JwksError::Fetch(error.into()))?;
-            if !response.status().is_success() {
-                return Err(JwksError::Status(response.status()));
-            }
-            let body = Limited::new(response.into_body(), MAX_DOCUMENT)
-                .collect()
-                .await
-                .map_err(JwksError::Fetch)?;
-            Ok(body.to_bytes())
-        };
-        let body = tokio::time::timeout(FETCH_TIMEOUT, request)
+        let url = self.url().await?;
+        let body = self
+            .client
+            .get(url)
             .await
-            .map_err(|_| JwksError::Timeout)??;
+            .map_err(|source| JwksError::Fetch {
+                url: url.to_string(),
+                source,
+            })?;
         let document: Document = serde_json::from_slice(&body)?;
         Ok(document
             .keys

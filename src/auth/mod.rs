@@ -4,7 +4,9 @@
 //! - the local issuer ([`local`]): HS256 with a secret generated in the data dir, minted by
 //!   `airq token OWNER`;
 //! - a secret shared with an identity provider (HS256);
-//! - an identity provider's JWKS document ([`jwks`]): RS256, ES256 or EdDSA.
+//! - an identity provider's JWKS document ([`jwks`]): RS256, ES256 or EdDSA, at a configured URL
+//!   or at the one the issuer announces ([`discovery`]); fetched over HTTPS trusting the system
+//!   store and the bundled roots, or a configured CA ([`idp_client`]).
 //!
 //! Guarantees: `exp` and `sub` are required; `exp`, and `nbf` when present, are checked against
 //! the system clock with an explicit leeway ([`TokenRules::leeway`], `--auth-leeway-secs`, 30 s
@@ -15,6 +17,8 @@
 //! Tokens are never logged, and only the `Authorization` header is read: credentials in the query
 //! string are ignored.
 
+pub mod discovery;
+pub mod idp_client;
 pub mod jwks;
 pub mod key_cache;
 pub mod local;
@@ -25,6 +29,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
 use crate::domain::OwnerId;
+use crate::tls::Roots;
 
 pub use jwks::{JwksError, JwksKeys};
 pub use key_cache::{DeviceAuthError, KeyCache};
@@ -37,8 +42,11 @@ pub enum OwnerAuth {
     Local,
     /// HS256 tokens signed with a secret shared with an identity provider.
     SharedSecret(String),
-    /// Asymmetric tokens whose keys come from a JWKS document.
+    /// Asymmetric tokens whose keys come from a JWKS document at this URL.
     Jwks(String),
+    /// Asymmetric tokens whose keys come from the JWKS document this issuer announces in its
+    /// OpenID provider configuration.
+    Discovery(String),
 }
 
 /// Why a token was refused (or could not be checked).
@@ -103,11 +111,13 @@ impl std::fmt::Debug for Verifier {
 
 impl Authenticator {
     /// The verifier the configuration asks for. `local` is the data dir's issuer, used when no
-    /// external identity provider is configured.
+    /// external identity provider is configured; `roots` are the CAs trusted for the provider's
+    /// HTTPS.
     pub fn new(
         mode: &OwnerAuth,
         local: &LocalIssuer,
         rules: TokenRules,
+        roots: &Roots,
     ) -> Result<Self, JwksError> {
         let verifier = match mode {
             OwnerAuth::Local => Verifier::Hs256 {
@@ -126,7 +136,11 @@ impl Authenticator {
                 validation: Box::new(validation(Algorithm::HS256, &rules)),
             },
             OwnerAuth::Jwks(url) => Verifier::Jwks {
-                keys: Box::new(JwksKeys::new(url)?),
+                keys: Box::new(JwksKeys::new(url, roots)?),
+                rules,
+            },
+            OwnerAuth::Discovery(issuer) => Verifier::Jwks {
+                keys: Box::new(JwksKeys::discovered(issuer, roots)?),
                 rules,
             },
         };

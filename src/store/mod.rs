@@ -14,6 +14,7 @@
 pub mod batch_writer;
 mod columns;
 mod device_record;
+pub mod pg_tls;
 pub mod postgres;
 pub mod questdb;
 pub mod sqlite;
@@ -39,6 +40,9 @@ pub enum StoreError {
     /// PostgreSQL failed.
     #[error("postgres")]
     Postgres(#[from] tokio_postgres::Error),
+    /// A PG-wire connection string (PostgreSQL or QuestDB) is unusable, TLS settings included.
+    #[error("PG-wire connection string")]
+    ConnectionString(#[from] pg_tls::PgTlsError),
     /// No pooled PostgreSQL connection could be had.
     #[error("postgres pool")]
     Pool(#[from] deadpool_postgres::PoolError),

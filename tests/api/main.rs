@@ -7,6 +7,10 @@ mod backend {
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../support/idp_server.rs"]
+mod idp_server;
+#[path = "../support/test_ca.rs"]
+mod test_ca;
 
 mod auth;
 mod batch;
@@ -21,6 +25,7 @@ mod examples;
 mod export;
 mod hardening;
 mod historical;
+mod identity_provider;
 mod logs;
 mod map_formats;
 mod openapi;

@@ -13,10 +13,11 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use super::CREDENTIALS_CHANNEL;
 use crate::domain::DeviceId;
+use crate::store::pg_tls::PgTarget;
 
 /// What the listener reports to the credential cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,16 +42,17 @@ impl Drop for ListenerGuard {
     }
 }
 
-/// Starts listening with `config`; `on_event` is told about every change.
+/// Starts listening on `target` (the device store's own settings, TLS included); `on_event` is
+/// told about every change.
 pub fn spawn(
-    config: tokio_postgres::Config,
+    target: PgTarget,
     on_event: Arc<dyn Fn(CredentialEvents) + Send + Sync>,
 ) -> ListenerGuard {
     let task = tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
             on_event(CredentialEvents::Distrust);
-            match listen(&config, on_event.as_ref()).await {
+            match listen(&target, on_event.as_ref()).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(error) => {
                     tracing::warn!(%error, "credential listener lost its connection; caching off until it is back");
@@ -65,10 +67,10 @@ pub fn spawn(
 
 /// One connection's life: `LISTEN`, then forward notifications until it ends.
 async fn listen(
-    config: &tokio_postgres::Config,
+    target: &PgTarget,
     on_event: &(dyn Fn(CredentialEvents) + Send + Sync),
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = target.config.connect(target.tls.clone()).await?;
     let (payloads, mut received) = mpsc::unbounded_channel();
     let driver = tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

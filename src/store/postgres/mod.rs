@@ -9,8 +9,8 @@ mod device_store;
 pub mod listener;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
 
+use super::pg_tls::PgTarget;
 use super::StoreError;
 
 pub use device_store::PostgresDevices;
@@ -31,9 +31,10 @@ const POOL_SIZE: usize = 16;
 /// the payload is the `device_id`.
 pub const CREDENTIALS_CHANNEL: &str = "airq_device_credentials";
 
-/// A pool of connections to the device database, schema applied.
-pub async fn connect(url: &str) -> Result<(Pool, tokio_postgres::Config), StoreError> {
-    let (pool, config) = pool(url, POOL_SIZE)?;
+/// A pool of connections to the device database, schema applied, and where it connects (for the
+/// listener's own connection).
+pub async fn connect(url: &str) -> Result<(Pool, PgTarget), StoreError> {
+    let (pool, target) = pool(url, POOL_SIZE)?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
     transaction
@@ -43,16 +44,16 @@ pub async fn connect(url: &str) -> Result<(Pool, tokio_postgres::Config), StoreE
         transaction.batch_execute(script).await?;
     }
     transaction.commit().await?;
-    Ok((pool, config))
+    Ok((pool, target))
 }
 
-/// A pool of up to `size` connections to a PG-wire server (PostgreSQL, or QuestDB), and the
-/// parsed configuration.
-pub(crate) fn pool(url: &str, size: usize) -> Result<(Pool, tokio_postgres::Config), StoreError> {
-    let config: tokio_postgres::Config = url.parse().map_err(StoreError::Postgres)?;
+/// A pool of up to `size` connections to a PG-wire server (PostgreSQL, or QuestDB), TLS as the
+/// URL's `sslmode` and `sslrootcert` say, and the parsed target.
+pub(crate) fn pool(url: &str, size: usize) -> Result<(Pool, PgTarget), StoreError> {
+    let target = PgTarget::parse(url)?;
     let manager = Manager::from_config(
-        config.clone(),
-        NoTls,
+        target.config.clone(),
+        target.tls.clone(),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -61,5 +62,5 @@ pub(crate) fn pool(url: &str, size: usize) -> Result<(Pool, tokio_postgres::Conf
         .max_size(size)
         .build()
         .map_err(|error| StoreError::Config(error.to_string()))?;
-    Ok((pool, config))
+    Ok((pool, target))
 }
