@@ -23,6 +23,7 @@ mod hardening;
 mod historical;
 mod logs;
 mod map_formats;
+mod metrics;
 mod openapi;
 mod privacy;
 mod public;
