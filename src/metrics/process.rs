@@ -1,11 +1,13 @@
 //! Process metrics under the names every Prometheus client uses (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`, …), read from `/proc/self` at each scrape.
 //!
-//! `prometheus-client` has no process collector, so this reads the same files Prometheus's own Go
-//! client reads (through its `procfs` package), with the same conventions: CPU time in clock ticks
-//! of `USER_HZ` = 100 (fixed by the kernel's ABI on every architecture Linux serves this binary
-//! on), memory from `/proc/self/status` in kB. A value whose file cannot be read or parsed (any OS
-//! but Linux, a locked-down `/proc`) is left out of the scrape rather than reported as zero.
+//! `prometheus-client` has no process collector, so this reads the files Prometheus's own Go
+//! client reads (through its `procfs` package), with its conventions: CPU times in `/proc/self/stat`
+//! count ticks of `USER_HZ`, which the kernel's ABI fixes at 100 on the architectures this binary
+//! is built for (x86-64, ARM64, RISC-V; `procfs` assumes the same), and memory comes from
+//! `/proc/self/status` in kB, so no page size is needed. `process_threads` is an addition of ours.
+//! A value whose file cannot be read or parsed (any OS but Linux, a locked-down `/proc`) is left
+//! out of the scrape rather than reported as zero.
 
 use std::fmt;
 
