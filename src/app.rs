@@ -20,7 +20,7 @@ use crate::http::cacheable::MapCache;
 use crate::http::connections::ConnectionSettings;
 use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
-use crate::metrics::ServerMetrics;
+use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, PostgresDevices};
@@ -90,7 +90,11 @@ impl Application {
             Ok(()) => {}
         }
         let metrics = Arc::new(ServerMetrics::default());
-        let map = Arc::new(MapCache::new(config.map_cache_ttl));
+        let map = Arc::new(MapCache::new(
+            config.map_cache_ttl,
+            metrics.cache(CacheName::Map),
+            metrics.cache(CacheName::MapVariants),
+        ));
         // SQLite is opened only when a store lives there, and then once for both.
         let mut embedded: Option<Arc<Sqlite>> = None;
         let mut sqlite = || -> Result<Arc<Sqlite>, StoreError> {
@@ -105,12 +109,16 @@ impl Application {
         let (devices, device_keys, postgres) = match &config.postgres_url {
             Some(url) => {
                 let (devices, keys, pool, listener) =
-                    postgres_devices(url, Arc::clone(&map)).await?;
+                    postgres_devices(url, Arc::clone(&map), &metrics).await?;
                 (devices, keys, Some((pool, listener)))
             }
             None => {
                 let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(sqlite()?));
-                let keys = Arc::new(KeyCache::new(Arc::clone(&devices), true));
+                let keys = Arc::new(KeyCache::new(
+                    Arc::clone(&devices),
+                    true,
+                    metrics.cache(CacheName::DeviceKeys),
+                ));
                 (devices, keys, None)
             }
         };
@@ -135,10 +143,9 @@ impl Application {
                 }
                 (None, _) => {
                     let db = sqlite()?;
-                    (
-                        Box::new(SqliteReadingSink::open(Arc::clone(&db), config.fold)?),
-                        Arc::new(SqliteReadings::new(db)),
-                    )
+                    let sink = SqliteReadingSink::open(Arc::clone(&db), config.fold)?;
+                    metrics.sample_fold_backlog(sink.unfolded_rows());
+                    (Box::new(sink), Arc::new(SqliteReadings::new(db)))
                 }
             };
         let (batch_writer, writer) = BatchWriter::start(sink, config.batch, Arc::clone(&metrics))
@@ -198,10 +205,15 @@ impl Application {
 async fn postgres_devices(
     url: &str,
     map: Arc<MapCache>,
+    metrics: &ServerMetrics,
 ) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
     let (pool, target) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
-    let keys = Arc::new(KeyCache::new(Arc::clone(&devices), false));
+    let keys = Arc::new(KeyCache::new(
+        Arc::clone(&devices),
+        false,
+        metrics.cache(CacheName::DeviceKeys),
+    ));
     let evictions = Arc::clone(&keys);
     let listener = listener::spawn(
         target,

@@ -15,6 +15,7 @@ use std::time::Duration;
 use moka::sync::Cache;
 
 use crate::domain::{DeviceId, DeviceUuid};
+use crate::metrics::CacheCounters;
 use crate::store::{DeviceStore, KeyRecord, StoreError};
 
 const CAPACITY: u64 = 200_000;
@@ -45,12 +46,14 @@ pub struct KeyCache {
     cache: Cache<DeviceId, (Arc<KeyRecord>, u64)>,
     generation: AtomicU64,
     trusted: AtomicBool,
+    lookups: CacheCounters,
 }
 
 impl KeyCache {
     /// A verifier over `store`; `trusted` says whether the cache may be used from the start
-    /// (true for a single process; false until a cross-process listener is up).
-    pub fn new(store: Arc<dyn DeviceStore>, trusted: bool) -> Self {
+    /// (true for a single process; false until a cross-process listener is up). Each lookup
+    /// counts in `lookups`: a hit when the cache answered, a miss when the store was asked.
+    pub fn new(store: Arc<dyn DeviceStore>, trusted: bool, lookups: CacheCounters) -> Self {
         Self {
             store,
             cache: Cache::builder()
@@ -59,6 +62,7 @@ impl KeyCache {
                 .build(),
             generation: AtomicU64::new(0),
             trusted: AtomicBool::new(trusted),
+            lookups,
         }
     }
 
@@ -75,6 +79,7 @@ impl KeyCache {
             .cache
             .get(&device_id)
             .filter(|(_, loaded_in)| trusted && *loaded_in == generation);
+        self.lookups.record(cached.is_some());
         let credentials = match cached {
             Some((credentials, _)) => credentials,
             None => {

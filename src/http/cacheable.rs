@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::{respond, Response};
+use crate::metrics::CacheCounters;
 use crate::read::map::MapEntry;
 
 /// A rendered body, its media type and its entity tag.
@@ -228,11 +229,19 @@ pub struct MapCache {
     rendered: moka::future::Cache<(u64, MapVariant), Arc<Rendered>>,
     generations: AtomicU64,
     epoch: AtomicU64,
+    entry_lookups: CacheCounters,
+    variant_lookups: CacheCounters,
 }
 
 impl MapCache {
-    /// A cache whose entries live `ttl`.
-    pub fn new(ttl: Duration) -> Self {
+    /// A cache whose entries live `ttl`. Lookups count in `entry_lookups` (a miss read the
+    /// stores) and `variant_lookups` (a miss rendered a variant); a request that waited for
+    /// another's load counts as a hit.
+    pub fn new(
+        ttl: Duration,
+        entry_lookups: CacheCounters,
+        variant_lookups: CacheCounters,
+    ) -> Self {
         Self {
             entries: moka::future::Cache::builder()
                 .max_capacity(1)
@@ -247,6 +256,8 @@ impl MapCache {
                 .build(),
             generations: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            entry_lookups,
+            variant_lookups,
         }
     }
 
@@ -268,7 +279,8 @@ impl MapCache {
         let epoch = self.epoch.load(Ordering::Acquire);
         let generation = self
             .entries
-            .try_get_with(epoch, async {
+            .entry(epoch)
+            .or_try_insert_with(async {
                 Ok::<_, ApiError>(Arc::new(MapGeneration {
                     entries: load.await?,
                     number: self.generations.fetch_add(1, Ordering::Relaxed),
@@ -276,11 +288,15 @@ impl MapCache {
             })
             .await
             .map_err(ApiError::Shared)?;
-        self.rendered
-            .try_get_with((generation.number, variant), async {
-                render(&generation.entries).map(Arc::new)
-            })
+        self.entry_lookups.record(!generation.is_fresh());
+        let generation = generation.into_value();
+        let rendered = self
+            .rendered
+            .entry((generation.number, variant))
+            .or_try_insert_with(async { render(&generation.entries).map(Arc::new) })
             .await
-            .map_err(ApiError::Shared)
+            .map_err(ApiError::Shared)?;
+        self.variant_lookups.record(!rendered.is_fresh());
+        Ok(rendered.into_value())
     }
 }

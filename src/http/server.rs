@@ -2,7 +2,8 @@
 //!
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
 //! panics caught: a panicking handler answers a 500 problem instead of dropping the connection;
-//! its answer adds one access line ([`super::access`]).
+//! its answer adds one access line ([`super::access`]) and is counted on `/metrics` by route
+//! template, method and status class.
 //! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
 //! closed) within the shutdown timeout, closes what is still open after it, then returns
 //! ([`super::connections`]).
@@ -119,17 +120,20 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
             span.in_scope(|| ApiError::Panic(message).into_response(&path, &request_id))
         }
     };
-    state.metrics.response(response.status().as_u16());
+    let route = router::template_of(&path);
+    let status = response.status().as_u16();
+    let duration = started.elapsed();
+    state.metrics.request(route, &method, status, duration);
     let headers = response.headers_mut();
     headers.insert(request_id::HEADER, request_id.header_value());
     // Error answers included: a browser page reads the problem too.
     cors.apply(headers);
     access::log(&access::Entry {
         method: &method,
-        route: router::template_of(&path),
+        route,
         path: &path,
-        status: response.status().as_u16(),
-        duration: started.elapsed(),
+        status,
+        duration,
         bytes: response.body().size_hint().exact(),
         request_id: &request_id,
         identity: identity.get(),

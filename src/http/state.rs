@@ -31,7 +31,7 @@ pub struct AppState {
     pub map_ttl: Duration,
     /// Upload and public rate limits.
     pub limits: Arc<RateLimits>,
-    /// Counters for `/metrics`.
+    /// Everything `/metrics` shows.
     pub metrics: Arc<ServerMetrics>,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,

@@ -18,6 +18,9 @@
 //!
 //! The writer runs on its own thread with a single-threaded runtime, because sinks are synchronous
 //! (rusqlite; the QuestDB client) and must not block the server's workers.
+//!
+//! On `/metrics` it reports the readings waiting for it, each committed batch's size and commit
+//! time, failed batches and retried writes.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -81,6 +84,7 @@ struct Pending {
 #[derive(Debug, Clone)]
 pub struct BatchWriter {
     queue: mpsc::Sender<Pending>,
+    metrics: Arc<ServerMetrics>,
 }
 
 /// The writer thread; [`WriterGuard::join`] waits until it has drained and stopped.
@@ -100,11 +104,12 @@ impl BatchWriter {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()?;
+        let writer_metrics = Arc::clone(&metrics);
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
-            .spawn(move || runtime.block_on(run(receiver, sink, config, metrics)))?;
+            .spawn(move || runtime.block_on(run(receiver, sink, config, writer_metrics)))?;
         Ok((
-            Self { queue },
+            Self { queue, metrics },
             WriterGuard {
                 thread: Some(thread),
             },
@@ -131,6 +136,7 @@ impl BatchWriter {
         readings: Vec<(DateTime<Utc>, Reading)>,
     ) -> Result<Vec<Receipt>, WriteError> {
         let (reply, answer) = oneshot::channel();
+        let queued = self.metrics.queue_readings(readings.len());
         let pending = Pending {
             device,
             readings,
@@ -140,6 +146,7 @@ impl BatchWriter {
             .send(pending)
             .await
             .map_err(|_| WriteError::Stopped)?;
+        queued.taken();
         answer.await.map_err(|_| WriteError::Stopped)?
     }
 }
@@ -166,6 +173,7 @@ async fn run(
     let mut batch: Vec<Pending> = Vec::with_capacity(max_rows);
     while let Some(first) = queue.recv().await {
         let mut rows = first.readings.len();
+        metrics.readings_taken(rows);
         batch.push(first);
         let deadline = Instant::now() + config.max_delay;
         while rows < max_rows {
@@ -180,6 +188,7 @@ async fn run(
                 }
             };
             rows += next.readings.len();
+            metrics.readings_taken(next.readings.len());
             batch.push(next);
         }
         flush(sink.as_mut(), &mut batch, &config, &metrics).await;
@@ -224,7 +233,7 @@ async fn flush(
     match outcome {
         Ok(rows) => {
             let elapsed = started.elapsed();
-            metrics.batch_committed(rows.len(), elapsed.as_micros() as u64);
+            metrics.batch_committed(rows.len(), elapsed);
             if elapsed > SLOW_FLUSH {
                 tracing::warn!(
                     elapsed_ms = elapsed.as_millis() as u64,

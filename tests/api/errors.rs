@@ -283,36 +283,6 @@ async fn health_and_readiness_answer() {
 }
 
 #[tokio::test]
-async fn metrics_count_responses_and_committed_readings() {
-    let app = TestApp::spawn().await;
-    let device = app.register_named("alice", "Balcony").await;
-    app.upload_ok(&device, &crate::common::sample()).await;
-    app.upload_ok(&device, &crate::common::sample()).await;
-    problem(app.get_public("/nowhere").await, 404).await;
-    let response = app
-        .client
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/plain"));
-    let text = response.text().await.unwrap();
-    let value = |name: &str| -> f64 {
-        text.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {text}"))
-    };
-    assert_eq!(value("airq_readings_committed_total"), 2.0);
-    assert!(value("airq_batches_committed_total") >= 1.0);
-    assert!(value("airq_http_responses_total{class=\"2xx\"}") >= 3.0);
-    assert!(value("airq_http_responses_total{class=\"4xx\"}") >= 1.0);
-}
-
-#[tokio::test]
 async fn a_malformed_body_is_described_without_parser_internals() {
     let app = TestApp::spawn().await;
     for body in [

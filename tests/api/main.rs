@@ -28,6 +28,7 @@ mod historical;
 mod identity_provider;
 mod logs;
 mod map_formats;
+mod metrics;
 mod openapi;
 mod privacy;
 mod public;

@@ -43,6 +43,9 @@ mod historical;
 #[path = "../api/map_formats.rs"]
 mod map_formats;
 #[cfg(airq_test_questdb)]
+#[path = "../api/metrics.rs"]
+mod metrics;
+#[cfg(airq_test_questdb)]
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_questdb)]

@@ -1,4 +1,4 @@
-//! Service endpoints: liveness, readiness, counters, the OpenAPI document.
+//! Service endpoints: liveness, readiness, metrics, the OpenAPI document.
 
 use bytes::Bytes;
 use hyper::StatusCode;
@@ -23,11 +23,11 @@ pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
     respond::json(StatusCode::OK, &json!({ "status": "ready" }))
 }
 
-/// `GET /metrics`: Prometheus text exposition.
+/// `GET /metrics`: the OpenMetrics text exposition.
 pub fn metrics(state: &AppState) -> Response {
     respond::with_body(
         StatusCode::OK,
-        "text/plain; version=0.0.4; charset=utf-8",
+        crate::metrics::CONTENT_TYPE,
         Bytes::from(state.metrics.render()),
     )
 }

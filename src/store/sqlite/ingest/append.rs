@@ -43,13 +43,18 @@ impl SqliteReadingSink {
                 connection.query_row("SELECT max(id) FROM readings", [], |row| row.get(0))?;
             Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
         })?;
-        let folder = Folder::start(Arc::clone(&db), fold)?;
+        let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
         Ok(Self {
             db,
             next_id: u64::try_from(next_id).unwrap_or(1),
             folder,
             fold_rows: fold.rows.max(1),
         })
+    }
+
+    /// Reads the rows appended and not folded yet, from any thread (for `/metrics`).
+    pub fn unfolded_rows(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
+        self.folder.unfolded()
     }
 
     /// Rows appended and not folded yet (ids of failed batches count too: an upper bound).
@@ -96,6 +101,8 @@ impl ReadingSink for SqliteReadingSink {
             Ok(())
         })?;
         self.db.unfolded().add(batch.iter().map(LoggedRow::of));
+        self.folder
+            .appended(i64::try_from(next_id).unwrap_or(i64::MAX) - 1);
         if self.backlog() >= self.fold_rows {
             self.folder.wake();
         }

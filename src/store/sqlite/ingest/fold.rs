@@ -38,6 +38,8 @@ const RETRY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 struct Progress {
     folded: AtomicI64,
+    /// The highest committed receipt id, as the sink last reported it.
+    appended: AtomicI64,
     stop: AtomicBool,
 }
 
@@ -49,10 +51,16 @@ pub(super) struct Folder {
 }
 
 impl Folder {
-    /// Starts folding `db` from its stored watermark (rows a crash left unfolded included).
-    pub(super) fn start(db: Arc<Sqlite>, config: FoldConfig) -> Result<Self, StoreError> {
+    /// Starts folding `db` from its stored watermark (rows a crash left unfolded included), with
+    /// rows appended up to receipt id `appended`.
+    pub(super) fn start(
+        db: Arc<Sqlite>,
+        config: FoldConfig,
+        appended: i64,
+    ) -> Result<Self, StoreError> {
         let progress = Arc::new(Progress {
             folded: AtomicI64::new(super::append::stored_folded_id(&db)?),
+            appended: AtomicI64::new(appended),
             stop: AtomicBool::new(false),
         });
         let shared = Arc::clone(&progress);
@@ -69,6 +77,21 @@ impl Folder {
     /// The highest folded receipt id.
     pub(super) fn folded(&self) -> i64 {
         self.progress.folded.load(Ordering::Acquire)
+    }
+
+    /// Records that rows up to receipt id `id` are committed.
+    pub(super) fn appended(&self, id: i64) {
+        self.progress.appended.fetch_max(id, Ordering::AcqRel);
+    }
+
+    /// Reads the rows waiting for the fold (ids of failed batches count too: an upper bound),
+    /// from any thread, for as long as the reader is kept.
+    pub(super) fn unfolded(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
+        let progress = Arc::clone(&self.progress);
+        move || {
+            let folded = progress.folded.load(Ordering::Acquire);
+            (progress.appended.load(Ordering::Acquire) - folded).max(0)
+        }
     }
 
     /// Asks the fold to look for new rows now.
