@@ -37,6 +37,7 @@ pub mod metrics;
 pub mod read;
 pub mod store;
 pub mod telemetry;
+pub mod web;
 
 pub use app::Application;
 pub use config::Config;
