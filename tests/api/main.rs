@@ -31,3 +31,5 @@ mod routes;
 mod sqlite_readings;
 mod unfolded;
 mod upload;
+mod web_badge;
+mod web_pages;
