@@ -16,7 +16,9 @@ use super::layout::{self, aqi_chip, Chrome};
 use super::map_page::{library_script, library_style};
 use super::not_found;
 use super::settings::MapSettings;
-use crate::domain::{BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline};
+use crate::domain::{
+    AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline,
+};
 use crate::http::error::ApiError;
 use crate::http::routes::public::public_device;
 use crate::http::state::AppState;
@@ -104,7 +106,7 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                 section class="chart-card" {
                     h2 { "Location" }
                     div id="device-map" data-lat=(location.lat) data-lon=(location.lon)
-                        data-aqi=(data.snapshot.as_ref().map_or(0, |s| s.means.aqi()))
+                        data-colour=(AqiCategory::of(data.snapshot.as_ref().map_or(0, |s| s.means.aqi())).colour())
                         data-tiles=(settings.tile_url) data-attribution=(settings.tile_attribution) {}
                     p { (format!("{:.5}, {:.5}", location.lat, location.lon)) }
                 }
@@ -152,7 +154,11 @@ fn current_section(snapshot: Option<&Snapshot>) -> Markup {
                     }
                 }
             }
-            p class="empty" { "Means of the last hour (" (snapshot.sample_count) " readings)." }
+            p class="empty" {
+                "Means of the last hour ("
+                (snapshot.sample_count)
+                @if snapshot.sample_count == 1 { " reading)." } @else { " readings)." }
+            }
         }
     }
 }

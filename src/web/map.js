@@ -34,15 +34,15 @@
     return L.tileLayer(element.dataset.tiles, { attribution: element.dataset.attribution, maxZoom: 19 });
   }
 
-  function markerStyle(aqi) {
-    return { radius: 8, color: '#1d2430', weight: 1, fillColor: band(aqi).colour, fillOpacity: 0.9 };
+  function markerStyle(colour) {
+    return { radius: 8, color: '#1d2430', weight: 1, fillColor: colour, fillOpacity: 0.9 };
   }
 
   if (single) {
     var at = [Number(single.dataset.lat), Number(single.dataset.lon)];
     var small = L.map(single, { scrollWheelZoom: false }).setView(at, 13);
     tiles(single).addTo(small);
-    L.circleMarker(at, markerStyle(Number(single.dataset.aqi))).addTo(small);
+    L.circleMarker(at, markerStyle(single.dataset.colour)).addTo(small);
   }
 
   if (!live) { return; }
@@ -135,12 +135,12 @@
       seen.add(p.id);
       var marker = markers.get(p.id);
       if (!marker) {
-        marker = L.circleMarker(at, markerStyle(p.aqi)).addTo(map);
+        marker = L.circleMarker(at, markerStyle(band(p.aqi).colour)).addTo(map);
         marker.bindPopup('');
         markers.set(p.id, marker);
       } else {
         marker.setLatLng(at);
-        marker.setStyle(markerStyle(p.aqi));
+        marker.setStyle(markerStyle(band(p.aqi).colour));
       }
       marker.setPopupContent(popup(p));
       var path = marker.getElement();

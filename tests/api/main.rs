@@ -32,4 +32,5 @@ mod sqlite_readings;
 mod unfolded;
 mod upload;
 mod web_badge;
+mod web_browser;
 mod web_pages;

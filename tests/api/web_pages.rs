@@ -211,7 +211,8 @@ async fn the_location_map_is_shown_only_when_the_location_is_public() {
     let shown = html(page(&app, &page_of(&shown), None).await).await;
     assert!(!hidden.contains("id=\"device-map\"") && !hidden.contains("leaflet.js"));
     assert!(!hidden.contains("52.52"));
-    assert!(shown.contains(r#"id="device-map" data-lat="52.52" data-lon="13.405""#));
+    assert!(shown
+        .contains(r##"id="device-map" data-lat="52.52" data-lon="13.405" data-colour="#00e400""##));
     assert!(shown.contains("leaflet.js"));
 }
 
