@@ -307,14 +307,14 @@ pub async fn run(args: &ReadArgs) -> Result<Value, BoxError> {
         args.connections
     );
     println!(
-        "{:<16} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}  answers",
+        "{:<22} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}  answers",
         "endpoint", "ok", "errors", "p50", "p90", "p99", "p99.9", "max"
     );
     for summary in &results {
         let r = &summary.recorder;
         let statuses = summary.to_json()["statuses"].clone();
         println!(
-            "{:<16} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}  {}",
+            "{:<22} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}  {}",
             summary.label,
             r.ok(),
             r.errors(),
