@@ -38,12 +38,16 @@ const MAP_WINDOW: (u32, u32) = (1000, 640);
 /// How long a page may take to show what a check waits for.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// The `dist/` folder of the Leaflet npm package, unpacked once per test process; `Err` says
-/// why it is not available.
+/// The `dist/` folder of the Leaflet npm package, unpacked once into the build's temporary
+/// folder; `Err` says why it is not available.
 fn leaflet_dist() -> Result<&'static Path, String> {
     static DIST: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DIST.get_or_init(|| {
-        let folder = std::env::temp_dir().join(format!("airq-test-{}", std::process::id()));
+        let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join(LEAFLET);
+        let dist = folder.join("package/dist");
+        if dist.join("leaflet.js").is_file() {
+            return Ok(dist);
+        }
         std::fs::create_dir_all(&folder).map_err(|error| error.to_string())?;
         let packed = Command::new("npm")
             .args(["pack", LEAFLET, "--silent", "--pack-destination"])
@@ -67,7 +71,7 @@ fn leaflet_dist() -> Result<&'static Path, String> {
         if !unpacked.success() {
             return Err(format!("{name} could not be unpacked"));
         }
-        Ok(folder.join("package/dist"))
+        Ok(dist)
     })
     .as_deref()
     .map_err(Clone::clone)
