@@ -165,6 +165,7 @@ impl Application {
             clock,
             body_timeout: config.body_timeout,
             cors_origins: config.cors_origins.clone(),
+            map_settings: config.map.clone(),
         });
         let bind_error = |source| StartError::Bind {
             address: config.listen,

@@ -18,6 +18,8 @@ pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
 pub use crate::telemetry::LogFormat;
+pub use crate::web::settings::MapSettings;
+use crate::web::settings::{self as map_settings, Integrity, WebUrl};
 
 /// `airq`: the air-quality backend.
 #[derive(Debug, Parser)]
@@ -158,6 +160,22 @@ pub struct ServeArgs {
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     #[arg(long, env = "AIRQ_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// The folder of the map library (Leaflet 1.9) the map and device pages load `leaflet.js`
+    /// and `leaflet.css` from: an http(s) URL or a path on this server, ending with `/`.
+    #[arg(long, env = "AIRQ_MAP_LIBRARY_URL", default_value = map_settings::DEFAULT_LIBRARY_URL, value_parser = map_settings::parse_library_url)]
+    pub map_library_url: WebUrl,
+    /// Subresource integrity of `leaflet.js` (empty: loaded unchecked).
+    #[arg(long, env = "AIRQ_MAP_SCRIPT_INTEGRITY", default_value = map_settings::DEFAULT_SCRIPT_INTEGRITY, value_parser = Integrity::parse)]
+    pub map_script_integrity: Integrity,
+    /// Subresource integrity of `leaflet.css` (empty: loaded unchecked).
+    #[arg(long, env = "AIRQ_MAP_STYLE_INTEGRITY", default_value = map_settings::DEFAULT_STYLE_INTEGRITY, value_parser = Integrity::parse)]
+    pub map_style_integrity: Integrity,
+    /// The map tiles' URL template, with `{z}`, `{x}` and `{y}` (and optionally `{s}`, `{r}`).
+    #[arg(long, env = "AIRQ_MAP_TILE_URL", default_value = map_settings::DEFAULT_TILE_URL, value_parser = map_settings::parse_tile_url)]
+    pub map_tile_url: WebUrl,
+    /// The tiles' credit shown on the map, as HTML (the tile provider's terms say what it must be).
+    #[arg(long, env = "AIRQ_MAP_TILE_ATTRIBUTION", default_value = map_settings::DEFAULT_TILE_ATTRIBUTION)]
+    pub map_tile_attribution: String,
     /// Log lines as `text` or as `json` (one object per line); both go to stderr, filtered by
     /// `RUST_LOG`.
     #[arg(long, env = "AIRQ_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -240,6 +258,8 @@ pub struct Config {
     pub connections: ConnectionSettings,
     /// Origins allowed to call owner routes from a browser.
     pub cors_origins: CorsOrigins,
+    /// Where the pages' map library and tiles come from.
+    pub map: MapSettings,
 }
 
 impl From<ServeArgs> for Config {
@@ -301,6 +321,13 @@ impl From<ServeArgs> for Config {
                 shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
             },
             cors_origins: args.cors_origins,
+            map: MapSettings {
+                library_url: args.map_library_url,
+                script_integrity: args.map_script_integrity,
+                style_integrity: args.map_style_integrity,
+                tile_url: args.map_tile_url,
+                tile_attribution: args.map_tile_attribution,
+            },
         }
     }
 }

@@ -16,7 +16,9 @@
 //!   committed, a failed batch is retried with the same ids (deduplicated) and then answered
 //!   with 500 as a whole, and shutdown drains the writer before the process exits.
 //! - Every non-2xx response is an RFC 9457 problem, rendered in exactly one place
-//!   ([`http::error::ApiError`]); a 500 shows no internals, the log has the cause chain.
+//!   ([`http::error::ApiError`]); a 500 shows no internals, the log has the cause chain. The one
+//!   exception is for people: the device page answers a browser's 404 with a page
+//!   ([`web::not_found`]).
 //! - A device key is never stored, logged or returned after the response that issued it; only its
 //!   blake3 hash is kept and compared in constant time; a rotated or deleted key is refused at
 //!   once (in every process, through PostgreSQL `NOTIFY`).
@@ -38,6 +40,7 @@ pub mod read;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod web;
 
 pub use app::Application;
 pub use config::Config;

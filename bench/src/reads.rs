@@ -4,14 +4,15 @@
 //! The owner is the one `seed` loaded (default `bench-seed`); per-device endpoints rotate over
 //! that owner's devices. Each endpoint gets one unmeasured warm-up request, then `--requests`
 //! measured ones over `--connections` connections (closed loop). `map-304` sends the entity tag
-//! of the latest map it saw in `If-None-Match`, as a polling widget does, and counts 304s.
+//! of the latest map it saw in `If-None-Match`, as a polling widget does, and counts 304s; the
+//! `map-bbox…` and `map-geojson…` endpoints measure the map's other cached variants.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{Days, Utc};
-use hyper::header::{HeaderValue, ACCEPT_ENCODING, ETAG, IF_NONE_MATCH};
+use hyper::header::{HeaderValue, ACCEPT, ACCEPT_ENCODING, ETAG, IF_NONE_MATCH};
 use hyper::{Request, StatusCode};
 use serde_json::{json, Value};
 
@@ -43,7 +44,16 @@ pub const ENDPOINTS: &[&str] = &[
     "map",
     "map-gzip",
     "map-304",
+    "map-bbox",
+    "map-bbox-gzip",
+    "map-geojson",
+    "map-geojson-gzip",
+    "map-geojson-bbox-gzip",
 ];
+
+/// The box of the `map-bbox` endpoints: Europe, about 2 % of a generated fleet (homes are spread
+/// evenly over latitudes -55 to 70 and every longitude), as a regional map view asks for.
+const MAP_BBOX: &str = "-10,35,30,60";
 
 /// GETs of one endpoint.
 #[derive(Debug)]
@@ -55,6 +65,8 @@ struct ReadWorkload {
     etag: Option<Mutex<Option<HeaderValue>>>,
     /// `map-gzip`: send `Accept-Encoding: gzip`, as every browser does.
     gzip: bool,
+    /// `map-geojson…`: ask for GeoJSON.
+    accept: Option<HeaderValue>,
 }
 
 impl Workload for ReadWorkload {
@@ -65,6 +77,9 @@ impl Workload for ReadWorkload {
             request
                 .headers_mut()
                 .insert(ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        if let Some(accept) = &self.accept {
+            request.headers_mut().insert(ACCEPT, accept.clone());
         }
         if let Some(etag) = &self.etag {
             if let Some(tag) = etag.lock().ok().and_then(|tag| tag.clone()) {
@@ -134,7 +149,13 @@ fn paths(name: &str, devices: &[String], tz: Option<&str>) -> Option<(Vec<String
         "custom-day-30d" => (custom(29, "day"), true),
         "custom-day-366d" => (custom(365, "day"), true),
         "custom-month-1y" => (custom(365, "month"), true),
-        "map" | "map-gzip" | "map-304" => (vec!["/api/v1/public/map/devices".into()], false),
+        "map" | "map-gzip" | "map-304" | "map-geojson" | "map-geojson-gzip" => {
+            (vec!["/api/v1/public/map/devices".into()], false)
+        }
+        "map-bbox" | "map-bbox-gzip" | "map-geojson-bbox-gzip" => (
+            vec![format!("/api/v1/public/map/devices?bbox={MAP_BBOX}")],
+            false,
+        ),
         _ => return None,
     })
 }
@@ -218,7 +239,10 @@ pub async fn run(args: &ReadArgs) -> Result<Value, BoxError> {
                 paths,
                 bearer: owner.then(|| token.clone()),
                 etag: (name == "map-304").then(|| Mutex::new(None)),
-                gzip: name == "map-gzip",
+                gzip: name.starts_with("map") && name.ends_with("-gzip"),
+                accept: name
+                    .starts_with("map-geojson")
+                    .then(|| HeaderValue::from_static("application/geo+json")),
             });
             // One unmeasured request: warms caches, and gives map-304 its first entity tag.
             let mut lane = Lane::new(target.addr);
@@ -283,14 +307,14 @@ pub async fn run(args: &ReadArgs) -> Result<Value, BoxError> {
         args.connections
     );
     println!(
-        "{:<16} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}  answers",
+        "{:<22} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}  answers",
         "endpoint", "ok", "errors", "p50", "p90", "p99", "p99.9", "max"
     );
     for summary in &results {
         let r = &summary.recorder;
         let statuses = summary.to_json()["statuses"].clone();
         println!(
-            "{:<16} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}  {}",
+            "{:<22} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}  {}",
             summary.label,
             r.ok(),
             r.errors(),

@@ -4,6 +4,7 @@
 //! values (`DeviceName`, `DeviceUuid`, `Reading`, ...). Parsing collects every field problem at
 //! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
 
+pub mod aqi;
 pub mod batch;
 pub mod bbox;
 pub mod device;
@@ -17,6 +18,7 @@ pub mod reading;
 pub mod snapshot;
 pub mod timeline;
 
+pub use aqi::AqiCategory;
 pub use batch::ReadingBatch;
 pub use bbox::BoundingBox;
 pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};

@@ -139,7 +139,8 @@ impl<'q> QueryParams<'q> {
         }))
     }
 
-    fn get(&self, name: &str) -> Option<&str> {
+    /// The decoded value of the first parameter called `name`.
+    pub fn get(&self, name: &str) -> Option<&str> {
         self.0
             .iter()
             .find(|(key, _)| key == name)

@@ -20,7 +20,7 @@ use hyper::HeaderMap;
 
 use super::views::timestamp;
 use super::{negotiate, BodyError, Response};
-use crate::domain::{DeviceUuid, Measure, RawReading};
+use crate::domain::{Code, DeviceUuid, FieldErrors, In, Measure, QueryParams, RawReading};
 use crate::read::export::Export;
 
 /// How an export is written.
@@ -37,8 +37,39 @@ pub enum Format {
 /// The representations, the default first, as [`negotiate::preferred`] takes them.
 const MEDIA_TYPES: &[&str] = &["application/json", "text/csv", "application/x-ndjson"];
 const FORMATS: [Format; 3] = [Format::Json, Format::Csv, Format::Ndjson];
+/// The query parameter that names a format outright.
+pub const FORMAT_PARAMETER: &str = "format";
+/// The values of [`FORMAT_PARAMETER`].
+const FORMAT_NAMES: [(&str, Format); 3] = [
+    ("json", Format::Json),
+    ("csv", Format::Csv),
+    ("ndjson", Format::Ndjson),
+];
 
 impl Format {
+    /// The format asked for: the `format` query parameter (`json`, `csv`, `ndjson`) when it is
+    /// there, since a link or a spreadsheet's import cannot set `Accept`; else the one `Accept`
+    /// prefers. Any other `format` is a 422 (`enum`).
+    pub fn choose(headers: &HeaderMap, params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        match params.get(FORMAT_PARAMETER) {
+            None | Some("") => Ok(Self::negotiate(headers)),
+            Some(name) => FORMAT_NAMES
+                .iter()
+                .find(|(known, _)| *known == name)
+                .map(|(_, format)| *format)
+                .ok_or_else(|| {
+                    let mut errors = FieldErrors::new();
+                    errors.push(
+                        In::Query,
+                        FORMAT_PARAMETER,
+                        Code::Enum,
+                        "`format` is one of json, csv, ndjson (or absent: by Accept)",
+                    );
+                    errors
+                }),
+        }
+    }
+
     /// The format the request's `Accept` prefers (JSON when it names none of them).
     pub fn negotiate(headers: &HeaderMap) -> Self {
         FORMATS

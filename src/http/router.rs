@@ -19,6 +19,7 @@ use super::error::ApiError;
 use super::routes::{air_quality, data, devices, meta, public};
 use super::state::AppState;
 use super::{Request, Response};
+use crate::web;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,13 +32,17 @@ pub enum Access {
     Device,
     /// Anyone, for operators and tooling: health, readiness, metrics, the OpenAPI document.
     Service,
+    /// Anyone, a page for people (HTML, [`crate::web`]): counted against the public rate limit
+    /// like the public routes, but without CORS (a page is navigated to, not fetched by scripts
+    /// of other sites).
+    Page,
 }
 
 impl Access {
     /// The README's word for it.
     pub fn as_str(self) -> &'static str {
         match self {
-            Self::Public | Self::Service => "none",
+            Self::Public | Self::Service | Self::Page => "none",
             Self::Owner => "owner",
             Self::Device => "device",
         }
@@ -87,6 +92,19 @@ impl std::fmt::Debug for Route {
 
 /// Every route of the server.
 pub static ROUTES: &[Route] = &[
+    // pages for people
+    Route {
+        method: Method::GET,
+        path: "/map",
+        access: Access::Page,
+        handler: |request, state, _| Box::pin(async move { web::map_page::show(&request, state) }),
+    },
+    Route {
+        method: Method::GET,
+        path: "/devices/{id}",
+        access: Access::Page,
+        handler: |request, state, path| Box::pin(web::device_page::show(request, state, path.id())),
+    },
     // service
     Route {
         method: Method::GET,
@@ -232,6 +250,12 @@ pub static ROUTES: &[Route] = &[
     },
     Route {
         method: Method::GET,
+        path: "/api/v1/public/devices/{id}/badge.svg",
+        access: Access::Public,
+        handler: |request, state, path| Box::pin(web::badge::show(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
         path: "/api/v1/public/map/devices",
         access: Access::Public,
         handler: |request, state, _| Box::pin(public::map(request, state)),
@@ -327,8 +351,9 @@ pub fn template_of(path: &str) -> Option<&'static str> {
 
 /// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
 /// its log line and problem `instance`, and the path parameters borrow from it), `peer` the
-/// address it came from. A request that reaches a public route's handler (`GET`, `HEAD`) first
-/// counts against the public rate limit of its client address; preflights and 405s do not.
+/// address it came from. A request that reaches a public route's or a page's handler (`GET`,
+/// `HEAD`) first counts against the public rate limit of its client address; preflights and 405s
+/// do not.
 pub async fn dispatch(
     request: Request,
     path: &str,
@@ -344,7 +369,7 @@ pub async fn dispatch(
         method
     };
     if let Some(route) = routes.routes.iter().find(|route| route.method == wanted) {
-        if route.access == Access::Public {
+        if matches!(route.access, Access::Public | Access::Page) {
             state.limits.public(peer, request.headers())?;
         }
         return (route.handler)(request, state, params).await;

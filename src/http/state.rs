@@ -11,6 +11,7 @@ use crate::http::rate_limit::RateLimits;
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
 use crate::store::{DeviceStore, ReadingStore};
+use crate::web::settings::MapSettings;
 
 /// Shared per-process state.
 #[derive(Debug)]
@@ -39,4 +40,6 @@ pub struct AppState {
     pub body_timeout: Duration,
     /// The origins that may read owner routes from a browser.
     pub cors_origins: CorsOrigins,
+    /// Where the pages' map library and tiles come from.
+    pub map_settings: MapSettings,
 }

@@ -37,3 +37,6 @@ mod routes;
 mod sqlite_readings;
 mod unfolded;
 mod upload;
+mod web_badge;
+mod web_browser;
+mod web_pages;

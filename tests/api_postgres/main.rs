@@ -61,6 +61,14 @@ mod sqlite_readings;
 mod upload;
 
 #[cfg(airq_test_postgres)]
+#[path = "../api/web_badge.rs"]
+mod web_badge;
+
+#[cfg(airq_test_postgres)]
+#[path = "../api/web_pages.rs"]
+mod web_pages;
+
+#[cfg(airq_test_postgres)]
 mod cross_process;
 
 #[cfg(not(airq_test_postgres))]

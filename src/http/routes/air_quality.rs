@@ -116,12 +116,15 @@ pub async fn device_readings(
     id: &str,
 ) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
-    let (id, query) = both(
+    let params = QueryParams::parse(request.uri().query());
+    let (id, (query, format)) = both(
         DeviceUuid::parse_path(id),
-        ExportQuery::parse(&QueryParams::parse(request.uri().query())),
+        both(
+            ExportQuery::parse(&params),
+            Format::choose(request.headers(), &params),
+        ),
     )?;
     let device = owned_device(state, &owner, id).await?;
-    let format = Format::negotiate(request.headers());
     let readings =
         crate::read::export::readings(state.readings.as_ref(), device, query, true).await?;
     Ok(export_formats::respond(readings, format, device, false))

@@ -24,7 +24,9 @@ use crate::read::{current, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
 
-async fn public_device(state: &AppState, id: DeviceUuid) -> Result<Device, ApiError> {
+/// The device `id` when it is public; the same 404 when it is private or not there (the pages
+/// and the badge share it).
+pub async fn public_device(state: &AppState, id: DeviceUuid) -> Result<Device, ApiError> {
     let device = state.devices.find(id).await?;
     device
         .filter(|device| device.flags.is_public)
@@ -77,14 +79,17 @@ pub async fn historical(
 }
 
 /// `GET /public/devices/{id}/readings?start=…&end=…`: the raw readings of a public device,
-/// streamed as JSON, CSV or NDJSON (by `Accept`); positions only if its location is public.
+/// streamed as JSON, CSV or NDJSON (by `format` or `Accept`); positions only if its location is public.
 pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let (id, query) = both(
+    let params = QueryParams::parse(request.uri().query());
+    let (id, (query, format)) = both(
         DeviceUuid::parse_path(id),
-        ExportQuery::parse(&QueryParams::parse(request.uri().query())),
+        both(
+            ExportQuery::parse(&params),
+            Format::choose(request.headers(), &params),
+        ),
     )?;
     let device = public_device(state, id).await?;
-    let format = Format::negotiate(request.headers());
     let readings = crate::read::export::readings(
         state.readings.as_ref(),
         device.id,

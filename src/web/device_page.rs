@@ -1,0 +1,258 @@
+//! `GET /devices/{id}`: the page of one public device, for people.
+//!
+//! It shows the current AQI (the mean of the last hour, as the public current route) in its
+//! category's colour with the other current values, the last 24 hours by hour and the last 30
+//! days by day as server-drawn SVG charts ([`super::chart`], no script needed), the location on a
+//! small map only when the owner publishes it, and links to the raw CSV export. Times are UTC.
+//! A device that is not public, or not there, or an id that is no UUID, gets the not-found
+//! answer ([`super::not_found`]), the same for all three.
+
+use chrono::{DateTime, Days, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use maud::{html, Markup};
+
+use super::chart::AqiChart;
+use super::layout::{self, aqi_chip, Chrome};
+use super::map_page::{library_script, library_style};
+use super::not_found;
+use super::settings::MapSettings;
+use crate::domain::{
+    AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline,
+};
+use crate::http::error::ApiError;
+use crate::http::routes::public::public_device;
+use crate::http::state::AppState;
+use crate::http::{Request, Response};
+use crate::read::series::Series;
+use crate::read::{current, series};
+
+const NOT_PUBLIC: &str = "no public device with this id";
+
+/// Everything the page shows, read at one moment.
+#[derive(Debug)]
+pub struct DeviceData {
+    /// The device (public).
+    pub device: Device,
+    /// Its current snapshot, `None` before its first reading.
+    pub snapshot: Option<Snapshot>,
+    /// The hours of the last day.
+    pub day: (BucketPlan, Series),
+    /// The days of the last 30.
+    pub month: (BucketPlan, Series),
+    /// When it was read.
+    pub now: DateTime<Utc>,
+}
+
+/// `GET /devices/{id}`.
+pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let Ok(id) = DeviceUuid::parse_path(id) else {
+        return not_found::answer(request.headers(), NOT_PUBLIC);
+    };
+    let device = match public_device(state, id).await {
+        Err(ApiError::NotFound(_)) => return not_found::answer(request.headers(), NOT_PUBLIC),
+        found => found?,
+    };
+    let now = state.clock.now();
+    let readings = state.readings.as_ref();
+    let ids = [device.id];
+    let query = |timeline| HistoricalQuery {
+        timeline,
+        tz: Tz::UTC,
+    };
+    let (snapshot, day, month) = tokio::try_join!(
+        current::snapshot(readings, &ids, now),
+        series::timeline(readings, &ids, query(Timeline::Daily), now),
+        series::timeline(readings, &ids, query(Timeline::Monthly), now),
+    )?;
+    let data = DeviceData {
+        device,
+        snapshot,
+        day: (BucketPlan::timeline(Timeline::Daily, Tz::UTC, now), day),
+        month: (BucketPlan::timeline(Timeline::Monthly, Tz::UTC, now), month),
+        now,
+    };
+    let chrome = Chrome::from_query(request.uri().query());
+    Ok(layout::respond(
+        render(&data, &state.map_settings, chrome),
+        request.headers(),
+    ))
+}
+
+/// The page.
+pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Markup {
+    let device = &data.device;
+    let name = device.name.as_str();
+    let location = data
+        .snapshot
+        .as_ref()
+        .and_then(|snapshot| snapshot.location.as_ref())
+        .filter(|_| device.flags.is_location_public);
+    let body = html! {
+        div class="page" {
+            h1 {
+                (name) " "
+                span class="tag" { @if device.flags.is_outdoor { "outdoor" } @else { "indoor" } }
+            }
+            (current_section(data.snapshot.as_ref()))
+            section class="chart-card" {
+                h2 { "Last 24 hours (AQI by hour, UTC)" }
+                (chart("chart-24h", &format!("AQI of {name} by hour over the last 24 hours"), &data.day, 6))
+            }
+            section class="chart-card" {
+                h2 { "Last 30 days (AQI by day, UTC)" }
+                (chart("chart-30d", &format!("AQI of {name} by day over the last 30 days"), &data.month, 7))
+            }
+            @if let Some(location) = location {
+                section class="chart-card" {
+                    h2 { "Location" }
+                    div id="device-map" data-lat=(location.lat) data-lon=(location.lon)
+                        data-colour=(AqiCategory::of(data.snapshot.as_ref().map_or(0, |s| s.means.aqi())).colour())
+                        data-tiles=(settings.tile_url) data-attribution=(settings.tile_attribution) {}
+                    p { (format!("{:.5}, {:.5}", location.lat, location.lon)) }
+                }
+            }
+            section class="chart-card downloads" {
+                h2 { "Raw readings" }
+                p {
+                    "Every reading as CSV (UTC, oldest first): "
+                    a href=(export_link(device.id, data.now, 1)) download { "last day" }
+                    a href=(export_link(device.id, data.now, 30)) download { "last 30 days" }
+                    a href=(export_link(device.id, data.now, 366)) download { "last 366 days" }
+                }
+            }
+        }
+        @if location.is_some() {
+            (library_script(settings))
+        }
+    };
+    let head = if location.is_some() {
+        library_style(settings)
+    } else {
+        html! {}
+    };
+    layout::document(&format!("{name} · airq"), chrome, head, body)
+}
+
+fn current_section(snapshot: Option<&Snapshot>) -> Markup {
+    let Some(snapshot) = snapshot else {
+        return html! { p class="empty" id="current" { "This device has not reported any reading yet." } };
+    };
+    let means = &snapshot.means;
+    let status = snapshot.status.as_str();
+    html! {
+        div class="current" id="current" {
+            (aqi_chip(means.aqi()))
+            dl class="facts" {
+                dt { "PM2.5" } dd data-field="pm2_5" { (format!("{:.1} µg/m³", means[Measure::Pm2_5])) }
+                dt { "PM10" } dd data-field="pm10_0" { (format!("{:.1} µg/m³", means[Measure::Pm10_0])) }
+                dt { "Temperature" } dd data-field="temperature" { (format!("{:.1} °C", means[Measure::Temperature])) }
+                dt { "Humidity" } dd data-field="humidity" { (format!("{:.0} %", means[Measure::Humidity])) }
+                dt { "Status" } dd data-field="status" class={ "status-" (status) } { (status) }
+                dt { "Last reading" } dd data-field="last_seen" {
+                    time datetime=(snapshot.last_seen.to_rfc3339_opts(SecondsFormat::Secs, true)) {
+                        (snapshot.last_seen.format("%Y-%m-%d %H:%M UTC"))
+                    }
+                }
+            }
+            p class="empty" {
+                "Means of the last hour ("
+                (snapshot.sample_count)
+                @if snapshot.sample_count == 1 { " reading)." } @else { " readings)." }
+            }
+        }
+    }
+}
+
+fn chart(
+    id: &str,
+    title: &str,
+    (plan, series): &(BucketPlan, Series),
+    label_every: usize,
+) -> Markup {
+    AqiChart {
+        id,
+        title,
+        buckets: &plan.buckets,
+        points: &series.points,
+        label_every,
+    }
+    .render()
+}
+
+/// The public CSV export of the `days` days up to the end of today (UTC), by `format` (a link
+/// cannot set `Accept`).
+fn export_link(id: DeviceUuid, now: DateTime<Utc>, days: u64) -> String {
+    let tomorrow = now.date_naive() + Days::new(1);
+    let start = tomorrow - Days::new(days);
+    format!(
+        "/api/v1/public/devices/{}/readings?start={start}T00:00:00Z&end={tomorrow}T00:00:00Z&format=csv",
+        id.as_uuid()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{DeviceFlags, DeviceId, DeviceName, OwnerId};
+
+    fn data(name: &str, flags: DeviceFlags) -> DeviceData {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
+            .expect("instant")
+            .with_timezone(&Utc);
+        let empty = |timeline| {
+            (
+                BucketPlan::timeline(timeline, Tz::UTC, now),
+                Series {
+                    tz: Tz::UTC,
+                    points: Vec::new(),
+                },
+            )
+        };
+        DeviceData {
+            device: Device {
+                id: DeviceUuid::generate(),
+                device_id: DeviceId::generate(),
+                owner: OwnerId::parse("alice").expect("owner"),
+                name: DeviceName::from_stored(name.to_owned()),
+                flags,
+                created_at: now,
+                updated_at: now,
+            },
+            snapshot: None,
+            day: empty(Timeline::Daily),
+            month: empty(Timeline::Monthly),
+            now,
+        }
+    }
+
+    #[test]
+    fn a_device_name_is_text_never_markup() {
+        let page = render(
+            &data("<script>alert(1)</script>", DeviceFlags::default()),
+            &crate::config::Config::new(
+                "127.0.0.1:0".parse().expect("address"),
+                std::path::PathBuf::from("unused"),
+            )
+            .map,
+            Chrome::Full,
+        )
+        .into_string();
+        assert!(!page.contains("<script>alert(1)</script>"));
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn export_links_cover_whole_utc_days_up_to_today() {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
+            .expect("instant")
+            .with_timezone(&Utc);
+        let id = DeviceUuid::generate();
+        assert_eq!(
+            export_link(id, now, 30),
+            format!(
+                "/api/v1/public/devices/{}/readings?start=2026-10-23T00:00:00Z&end=2026-11-22T00:00:00Z&format=csv",
+                id.as_uuid()
+            )
+        );
+    }
+}

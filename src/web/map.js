@@ -1,0 +1,192 @@
+// The pages' map: the live map of /map (#map) and the location map of a device page
+// (#device-map). Leaflet is loaded before this script; every setting comes from data attributes
+// the server wrote, and the AQI bands and colours from the legend's items.
+(function () {
+  'use strict';
+
+  var live = document.getElementById('map');
+  var single = document.getElementById('device-map');
+  var status = document.getElementById('map-status');
+
+  function say(text) {
+    if (status) { status.textContent = text; }
+  }
+
+  if (typeof L === 'undefined') {
+    say('The map library could not be loaded.');
+    return;
+  }
+
+  var bands = Array.prototype.map.call(
+    document.querySelectorAll('#legend [data-lowest]'),
+    function (item) {
+      return { lowest: Number(item.dataset.lowest), colour: item.dataset.colour, name: item.dataset.name };
+    }
+  );
+
+  function band(aqi) {
+    var found = bands[0] || { colour: '#999999', name: '' };
+    bands.forEach(function (b) { if (aqi >= b.lowest) { found = b; } });
+    return found;
+  }
+
+  function tiles(element) {
+    return L.tileLayer(element.dataset.tiles, { attribution: element.dataset.attribution, maxZoom: 19 });
+  }
+
+  function markerStyle(colour) {
+    return { radius: 8, color: '#1d2430', weight: 1, fillColor: colour, fillOpacity: 0.9 };
+  }
+
+  if (single) {
+    var at = [Number(single.dataset.lat), Number(single.dataset.lon)];
+    var small = L.map(single, { scrollWheelZoom: false }).setView(at, 13);
+    tiles(single).addTo(small);
+    L.circleMarker(at, markerStyle(single.dataset.colour)).addTo(small);
+  }
+
+  if (!live) { return; }
+
+  var params = new URLSearchParams(window.location.search);
+  var view = [Number(params.get('lat')), Number(params.get('lon')), Number(params.get('zoom'))];
+  var hasView = params.has('lat') && params.has('lon') && view.every(isFinite);
+  var map = L.map(live, { worldCopyJump: true });
+  if (hasView) {
+    map.setView([view[0], view[1]], params.has('zoom') ? view[2] : 12);
+  } else {
+    map.setView([20, 0], 2);
+  }
+  tiles(live).addTo(map);
+
+  var embedded = live.hasAttribute('data-embedded');
+  var pollMs = Number(live.dataset.pollMs) || 5000;
+  var markers = new Map();
+  var etag = null;
+  var etagUrl = null;
+  var timer = null;
+  var polls = 0;
+
+  function field(list, label, value, name) {
+    var dt = document.createElement('dt');
+    dt.textContent = label;
+    var dd = document.createElement('dd');
+    dd.textContent = value;
+    dd.dataset.field = name;
+    list.appendChild(dt);
+    list.appendChild(dd);
+  }
+
+  // Built from nodes and textContent: a device name is user input and never markup.
+  function popup(p) {
+    var root = document.createElement('div');
+    root.className = 'airq-popup';
+    var title = document.createElement('h3');
+    title.textContent = p.name;
+    title.dataset.field = 'name';
+    root.appendChild(title);
+    var list = document.createElement('dl');
+    field(list, 'AQI', p.aqi + ' · ' + band(p.aqi).name, 'aqi');
+    field(list, 'PM2.5', p.pm2_5.toFixed(1) + ' µg/m³', 'pm2_5');
+    field(list, 'Temperature', p.temperature.toFixed(1) + ' °C', 'temperature');
+    field(list, 'Status', p.status, 'status');
+    field(list, 'Measured', new Date(p.measured_at).toLocaleString(), 'measured_at');
+    root.appendChild(list);
+    var link = document.createElement('a');
+    link.href = '/devices/' + encodeURIComponent(p.id);
+    link.textContent = 'History and downloads';
+    if (embedded) { link.target = '_blank'; link.rel = 'noopener'; }
+    root.appendChild(link);
+    return root;
+  }
+
+  // The visible box, widened to a grid that grows with the view (so that many viewers of
+  // nearly the same view share the server's cached variant), or null for the whole world.
+  function bbox() {
+    var b = map.getBounds();
+    var west = b.getWest();
+    var east = b.getEast();
+    var south = Math.max(-90, b.getSouth());
+    var north = Math.min(90, b.getNorth());
+    if (east - west >= 360) { return null; }
+    var span = Math.max(east - west, north - south, 1e-6);
+    var step = Math.pow(10, Math.floor(Math.log10(span / 4)));
+    var digits = Math.max(0, -Math.floor(Math.log10(step)));
+    west = Math.floor(west / step) * step;
+    east = Math.ceil(east / step) * step;
+    south = Math.max(-90, Math.floor(south / step) * step);
+    north = Math.min(90, Math.ceil(north / step) * step);
+    if (east - west >= 360) { return null; }
+    function wrap(lon) {
+      return (lon < -180 || lon > 180) ? ((lon + 180) % 360 + 360) % 360 - 180 : lon;
+    }
+    return [wrap(west), south, wrap(east), north].map(function (v) { return v.toFixed(digits); }).join(',');
+  }
+
+  function feedUrl() {
+    var box = bbox();
+    return live.dataset.feed + (box ? '?bbox=' + box : '');
+  }
+
+  function show(collection) {
+    var seen = new Set();
+    collection.features.forEach(function (feature) {
+      var p = feature.properties;
+      var at = [feature.geometry.coordinates[1], feature.geometry.coordinates[0]];
+      seen.add(p.id);
+      var marker = markers.get(p.id);
+      if (!marker) {
+        marker = L.circleMarker(at, markerStyle(band(p.aqi).colour)).addTo(map);
+        marker.bindPopup('');
+        markers.set(p.id, marker);
+      } else {
+        marker.setLatLng(at);
+        marker.setStyle(markerStyle(band(p.aqi).colour));
+      }
+      marker.setPopupContent(popup(p));
+      var path = marker.getElement();
+      if (path) {
+        path.setAttribute('data-device-id', p.id);
+        path.setAttribute('data-aqi', String(p.aqi));
+      }
+    });
+    markers.forEach(function (marker, id) {
+      if (!seen.has(id)) {
+        marker.remove();
+        markers.delete(id);
+      }
+    });
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = setTimeout(poll, pollMs);
+  }
+
+  function poll() {
+    clearTimeout(timer);
+    var url = feedUrl();
+    var headers = { Accept: 'application/geo+json' };
+    if (etag && etagUrl === url) { headers['If-None-Match'] = etag; }
+    // no-store: the page does its own revalidation, and sees each 304 itself.
+    fetch(url, { headers: headers, cache: 'no-store' })
+      .then(function (response) {
+        polls += 1;
+        live.dataset.polls = String(polls);
+        if (response.status === 304) { return null; }
+        if (!response.ok) { throw new Error('the map feed answered ' + response.status); }
+        etag = response.headers.get('ETag');
+        etagUrl = url;
+        return response.json();
+      })
+      .then(function (collection) {
+        if (collection) { show(collection); }
+        var count = markers.size;
+        say(count + (count === 1 ? ' device' : ' devices') + ' in view · ' + new Date().toLocaleTimeString());
+      })
+      .catch(function (error) { say(error.message); })
+      .then(schedule);
+  }
+
+  map.on('moveend', poll);
+  poll();
+})();

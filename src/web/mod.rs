@@ -1,0 +1,19 @@
+//! Pages for people, apart from the JSON API: the live map (`/map`), the public device page
+//! (`/devices/{id}`), the embeddable AQI badge (`/api/v1/public/devices/{id}/badge.svg`) and the
+//! not-found page they share.
+//!
+//! Pages are rendered on the server with `maud`: markup written as Rust, checked when the crate
+//! compiles, and every value spliced into it HTML-escaped unless it is explicitly marked as
+//! markup, so a device name (user input) can never become markup. Pages read the same store
+//! traits as the API and colour AQI values from one table ([`crate::domain::AqiCategory`]);
+//! charts are inline SVG, so the device page works without JavaScript. Only the map needs a
+//! script: the map library (Leaflet, pinned, with subresource integrity) and the tiles come from
+//! [`settings`], nothing is vendored into the binary beyond the page's own small script.
+
+pub mod badge;
+pub mod chart;
+pub mod device_page;
+pub mod layout;
+pub mod map_page;
+pub mod not_found;
+pub mod settings;

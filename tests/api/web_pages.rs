@@ -1,0 +1,294 @@
+//! The pages for people, over plain HTTP: `/map` and `/devices/{id}` (what a browser does with
+//! them is tests/api/web_browser.rs).
+
+use chrono::{DateTime, TimeDelta, Utc};
+use reqwest::Response;
+use serde_json::{json, Value};
+
+use crate::common::{at, fe, field_errors, located, measured, problem, sample_with, TestApp};
+
+/// What Chromium sends when a person follows a link.
+const BROWSER_ACCEPT: &str =
+    "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+
+/// The instant the tests' clock stands at: mid-day, so the last hours lie in the same UTC day.
+fn noon() -> DateTime<Utc> {
+    at("2026-11-21T12:30:00Z")
+}
+
+async fn page(app: &TestApp, path: &str, accept: Option<&str>) -> Response {
+    let mut request = app.client.get(format!("{}{path}", app.base));
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    request.send().await.expect("request sent")
+}
+
+async fn html(response: Response) -> String {
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/html; charset=utf-8"
+    );
+    response.text().await.expect("a text body")
+}
+
+/// The `<svg id="…">` element of a page.
+fn svg<'p>(page: &'p str, id: &str) -> &'p str {
+    let start = page
+        .find(&format!("<svg id=\"{id}\""))
+        .unwrap_or_else(|| panic!("the page has the chart {id}"));
+    let end = page[start..].find("</svg>").expect("the chart ends") + start;
+    &page[start..end]
+}
+
+/// A public device of alice's with `flags` and readings at each of `times` (AQI 40, then 60, …).
+async fn device_with_readings(
+    app: &TestApp,
+    name: &str,
+    flags: Value,
+    times: &[DateTime<Utc>],
+) -> Value {
+    let mut body = json!({ "name": name });
+    if let (Some(body), Some(flags)) = (body.as_object_mut(), flags.as_object()) {
+        body.extend(flags.clone());
+    }
+    let device = app.register("alice", body).await;
+    for (index, time) in times.iter().enumerate() {
+        let reading = located(
+            sample_with(40 + 20 * index as i64, 12.5, 21.0),
+            52.52,
+            13.405,
+        );
+        app.upload_ok(&device, &measured(reading, *time)).await;
+    }
+    device
+}
+
+#[tokio::test]
+async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_legend() {
+    let app = TestApp::spawn().await;
+    let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains(
+        r#"<script src="https://unpkg.com/leaflet@1.9.4/dist/leaflet.js" integrity="sha384-"#
+    ));
+    assert!(page.contains(
+        r#"<link rel="stylesheet" href="https://unpkg.com/leaflet@1.9.4/dist/leaflet.css" integrity="sha384-"#
+    ));
+    assert!(page.contains(r#"data-feed="/api/v1/public/map/devices""#));
+    assert!(page.contains(r#"data-tiles="https://tile.openstreetmap.org/{z}/{x}/{y}.png""#));
+    for band in [
+        "Good",
+        "Moderate",
+        "Unhealthy for Sensitive Groups",
+        "Hazardous",
+    ] {
+        assert!(page.contains(&format!("data-name=\"{band}\"")), "{band}");
+    }
+    assert!(
+        page.contains("<header"),
+        "the whole page has the site's header"
+    );
+}
+
+#[tokio::test]
+async fn the_map_library_and_tiles_are_settings() {
+    let app = TestApp::spawn_with(|config| {
+        config.map.library_url =
+            airq::web::settings::parse_library_url("/static/leaflet/").expect("url");
+        config.map.script_integrity = airq::web::settings::Integrity::parse("").expect("integrity");
+        config.map.tile_url =
+            airq::web::settings::parse_tile_url("https://tiles.example/{z}/{x}/{y}.png")
+                .expect("url");
+    })
+    .await;
+    let page = html(page(&app, "/map", None).await).await;
+    assert!(page.contains(r#"<script src="/static/leaflet/leaflet.js" crossorigin="anonymous">"#));
+    assert!(page.contains(r#"data-tiles="https://tiles.example/{z}/{x}/{y}.png""#));
+}
+
+#[tokio::test]
+async fn the_embedded_map_has_no_header_or_footer() {
+    let app = TestApp::spawn().await;
+    let page = html(page(&app, "/map?embed=1", None).await).await;
+    assert!(!page.contains("<header") && !page.contains("<footer"));
+    assert!(page.contains("data-embedded"));
+    assert!(
+        page.contains(r#"id="legend""#),
+        "the legend is part of the map"
+    );
+}
+
+#[tokio::test]
+async fn the_map_page_answers_304_to_its_entity_tag() {
+    let app = TestApp::spawn().await;
+    let first = page(&app, "/map", None).await;
+    let etag = first.headers()["etag"].clone();
+    assert_eq!(first.headers()["cache-control"], "no-cache");
+    let again = app
+        .client
+        .get(format!("{}/map", app.base))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(again.status(), 304);
+}
+
+#[tokio::test]
+async fn the_device_page_charts_one_point_per_hour_and_per_day_with_data() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let hours = |h: i64| noon() - TimeDelta::hours(h);
+    let times = [
+        hours(1),
+        hours(3),
+        hours(3) + TimeDelta::minutes(10),
+        hours(30),
+        hours(24 * 10),
+        hours(24 * 40),
+    ];
+    let device = device_with_readings(&app, "Balcony", json!({ "is_public": true }), &times).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, Some(BROWSER_ACCEPT)).await).await;
+    // The last 24 hours: 11:00 and 09:00 (two readings in it). The last 30 days: today,
+    // yesterday, 10 days ago; 40 days ago is out of both.
+    assert_eq!(svg(&page, "chart-24h").matches("<circle").count(), 2);
+    assert_eq!(svg(&page, "chart-30d").matches("<circle").count(), 3);
+    assert!(page.contains("<h1>Balcony"));
+}
+
+#[tokio::test]
+async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let device = device_with_readings(
+        &app,
+        "Kitchen",
+        json!({ "is_public": true }),
+        &[noon() - TimeDelta::minutes(5)],
+    )
+    .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    assert!(page.contains(r#"data-aqi="40" data-category="Good" style="background:#00e400"#));
+    assert!(page.contains(r#"data-field="pm2_5">12.5 µg/m³"#));
+    assert!(page.contains(r#"data-field="status" class="status-online">online"#));
+}
+
+#[tokio::test]
+async fn a_device_name_is_shown_as_text_never_as_markup() {
+    let app = TestApp::spawn().await;
+    let device = device_with_readings(
+        &app,
+        "<img src=x onerror=alert(1)>",
+        json!({ "is_public": true }),
+        &[],
+    )
+    .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    assert!(!page.contains("<img src=x"));
+    assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(page.contains("has not reported any reading yet"));
+}
+
+#[tokio::test]
+async fn the_location_map_is_shown_only_when_the_location_is_public() {
+    let app = TestApp::spawn().await;
+    let recent = [Utc::now() - TimeDelta::minutes(1)];
+    let hidden = device_with_readings(&app, "Hidden", json!({ "is_public": true }), &recent).await;
+    let shown = device_with_readings(
+        &app,
+        "Shown",
+        json!({ "is_public": true, "is_location_public": true }),
+        &recent,
+    )
+    .await;
+    let page_of = |device: &Value| format!("/devices/{}", device["id"].as_str().expect("id"));
+    let hidden = html(page(&app, &page_of(&hidden), None).await).await;
+    let shown = html(page(&app, &page_of(&shown), None).await).await;
+    assert!(!hidden.contains("id=\"device-map\"") && !hidden.contains("leaflet.js"));
+    assert!(!hidden.contains("52.52"));
+    assert!(shown
+        .contains(r##"id="device-map" data-lat="52.52" data-lon="13.405" data-colour="#00e400""##));
+    assert!(shown.contains("leaflet.js"));
+}
+
+#[tokio::test]
+async fn the_csv_link_of_the_device_page_downloads_its_readings() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let times = [noon() - TimeDelta::hours(2), noon() - TimeDelta::hours(1)];
+    let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &times).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    let link = page
+        .split("href=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().expect("a closing quote"))
+        .find(|href| href.contains("/readings?") && href.contains("2026-11-21T00"))
+        .expect("a link to the CSV of the last day")
+        .replace("&amp;", "&");
+    let response = page_at(&app, &link).await;
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .expect("ascii")
+        .starts_with("text/csv"));
+    let csv = response.text().await.expect("text");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two readings: {csv}");
+    assert!(lines[1].starts_with("2026-11-21T10:30:00.000Z,40,"));
+    // The location is not public: the columns stay empty.
+    assert!(lines[1].ends_with(",,"));
+}
+
+async fn page_at(app: &TestApp, path_and_query: &str) -> Response {
+    app.client
+        .get(format!("{}{path_and_query}", app.base))
+        .header("accept", BROWSER_ACCEPT)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+#[tokio::test]
+async fn an_export_format_the_server_does_not_know_is_422() {
+    let app = TestApp::spawn().await;
+    let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &[]).await;
+    let path = format!(
+        "/public/devices/{}/readings?start=2026-11-01T00:00:00Z&end=2026-11-02T00:00:00Z&format=xml",
+        device["id"].as_str().expect("id")
+    );
+    let body = problem(app.get_public(&path).await, 422).await;
+    assert_eq!(field_errors(&body), vec![fe("format", "enum", "query")]);
+}
+
+#[tokio::test]
+async fn private_unknown_and_malformed_device_pages_are_the_same_404() {
+    let app = TestApp::spawn().await;
+    let private = app.register_named("alice", "Private").await;
+    let paths = [
+        format!("/devices/{}", private["id"].as_str().expect("id")),
+        format!("/devices/{}", uuid::Uuid::new_v4()),
+        "/devices/not-a-uuid".to_owned(),
+    ];
+    let mut pages = Vec::new();
+    for path in &paths {
+        // A browser gets a page…
+        let response = page(&app, path, Some(BROWSER_ACCEPT)).await;
+        assert_eq!(response.status(), 404, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/html; charset=utf-8"
+        );
+        pages.push(response.text().await.expect("text"));
+        // …a program the problem.
+        let body = problem(page(&app, path, None).await, 404).await;
+        assert_eq!(body["detail"], "no public device with this id");
+    }
+    assert!(pages.windows(2).all(|pair| pair[0] == pair[1]));
+    assert!(pages[0].contains("live map"));
+}
