@@ -3,8 +3,12 @@
 //! A thread of its own folds the rows past the watermark once [`FoldConfig::rows`] of them wait
 //! or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on the writer
 //! connection, releasing it between chunks so appends interleave. Folding many rows at once is
-//! what makes it cheap: a device's samples in one chunk share their rollup rows and index pages. Each transaction moves the watermark together with what
-//! it derived, so a crash never folds a row twice or loses one.
+//! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
+//! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
+//! reading (measured with 10,000 devices: chunks of 16,384 rows fold for about a quarter of the
+//! CPU per reading that chunks of 2,048 did). Reads do not pay for the larger backlog: they take
+//! unfolded rows from memory ([`Unfolded`](super::Unfolded)). Each transaction moves the watermark
+//! together with what it derived, so a crash never folds a row twice or loses one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
