@@ -19,6 +19,8 @@ pub mod connections;
 pub mod cors;
 pub mod error;
 pub mod export_formats;
+pub mod json_numbers;
+pub mod json_value;
 pub mod negotiate;
 pub mod rate_limit;
 pub mod request_id;
