@@ -39,7 +39,8 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Most header fields in a request head (hyper's default, stated); past it, 431 as above.
 const MAX_HEADERS: usize = 100;
 /// Longest request target (path and query) a route is looked up for; a longer one is a 414
-/// problem. No route needs more; past [`MAX_HEAD_BYTES`] it is hyper's bare 431 instead.
+/// problem (a CORS preflight excepted). No route needs more; past [`MAX_HEAD_BYTES`] it is
+/// hyper's bare 431 instead.
 pub const MAX_TARGET_BYTES: usize = 8 * 1024;
 /// Largest read buffer of a connection (hyper also uses it to decide when to flush its write
 /// buffer): a whole head, plus as much again for body bytes read along with it.
