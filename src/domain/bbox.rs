@@ -25,10 +25,7 @@ impl BoundingBox {
         let refuse = |code: Code, detail: String| {
             Err(FieldErrors::single(In::Query, PARAMETER, code, detail))
         };
-        let numbers: Vec<Option<f64>> = text
-            .split(',')
-            .map(decimal)
-            .collect();
+        let numbers: Vec<Option<f64>> = text.split(',').map(decimal).collect();
         let [Some(min_lon), Some(min_lat), Some(max_lon), Some(max_lat)] = numbers[..] else {
             return refuse(
                 Code::Format,
@@ -94,9 +91,8 @@ fn decimal(text: &str) -> Option<f64> {
         None => (unsigned, None),
     };
     let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
-    let plain = digits(whole)
-        && (whole == "0" || !whole.starts_with('0'))
-        && fraction.is_none_or(digits);
+    let plain =
+        digits(whole) && (whole == "0" || !whole.starts_with('0')) && fraction.is_none_or(digits);
     plain.then(|| text.parse::<f64>().ok()).flatten()
 }
 

@@ -241,7 +241,10 @@ mod tests {
     #[test]
     fn every_rule_holds_for_the_name_as_sent() {
         let code = |raw: &str| DeviceName::parse(raw).err().map(|(code, _)| code);
-        assert_eq!(code(&format!(" {} ", "a".repeat(99))), Some(Code::MaxLength));
+        assert_eq!(
+            code(&format!(" {} ", "a".repeat(99))),
+            Some(Code::MaxLength)
+        );
         assert_eq!(code("\nBalcony"), Some(Code::Format));
         assert_eq!(code(" \u{a0} "), Some(Code::MinLength));
         assert_eq!(

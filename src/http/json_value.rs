@@ -183,4 +183,73 @@ mod tests {
         let value = parsed(r#"{"a": 1, "a": 2}"#).expect("valid JSON");
         assert_eq!(number(&value, "a"), Some(StaticNode::U64(2)));
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Any JSON document (nesting kept shallow, numbers of every kind).
+        fn document() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                any::<u64>().prop_map(serde_json::Value::from),
+                any::<f64>().prop_map(serde_json::Value::from),
+                any::<String>().prop_map(serde_json::Value::from),
+            ];
+            leaf.prop_recursive(6, 64, 8, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..8)
+                        .prop_map(serde_json::Value::from),
+                    proptest::collection::btree_map(any::<String>(), inner, 0..8)
+                        .prop_map(|map| serde_json::Value::Object(map.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            #[test]
+            fn any_bytes_are_parsed_or_refused_without_panicking(
+                bytes in proptest::collection::vec(any::<u8>(), 0..256)
+            ) {
+                let _ = parse(&bytes);
+            }
+
+            #[test]
+            fn every_json_document_parses(document in document()) {
+                prop_assert!(parse(document.to_string().as_bytes()).is_ok());
+            }
+
+            #[test]
+            fn every_json_number_parses_however_large(
+                token in "-?(0|[1-9][0-9]{0,400})(\\.[0-9]{1,40})?([eE][+-]?[0-9]{1,7})?"
+            ) {
+                let text = format!(r#"{{"n": [{token}]}}"#);
+                prop_assert!(parse(text.as_bytes()).is_ok(), "{}", text);
+            }
+
+            #[test]
+            fn any_nesting_is_parsed_or_too_deep(opens in proptest::collection::vec(any::<bool>(), 0..400)) {
+                let text: String = opens.iter().map(|&array| if array { '[' } else { '{' }).collect();
+                let close: String = opens
+                    .iter()
+                    .rev()
+                    .map(|&array| if array { "]" } else { "}" })
+                    .collect();
+                let inner = if opens.last() == Some(&false) { "" } else { "1" };
+                let text = format!("{text}{inner}{close}");
+                let parsed = parse(text.as_bytes());
+                let objects_hold_members = opens.iter().all(|&array| array);
+                if opens.len() <= MAX_DEPTH && objects_hold_members {
+                    prop_assert!(parsed.is_ok(), "{}", text);
+                } else if opens.len() > MAX_DEPTH && objects_hold_members {
+                    prop_assert_eq!(parsed, Err(JsonError::TooDeep));
+                }
+            }
+        }
+    }
 }
