@@ -25,6 +25,7 @@ mod logs;
 mod map_formats;
 mod openapi;
 mod privacy;
+mod properties;
 mod public;
 mod rate_limits;
 mod routes;
