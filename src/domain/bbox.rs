@@ -18,16 +18,14 @@ pub struct BoundingBox {
 }
 
 impl BoundingBox {
-    /// Parses `minLon,minLat,maxLon,maxLat`: four finite numbers, longitudes in −180..=180,
-    /// latitudes in −90..=90, `minLat ≤ maxLat`.
+    /// Parses `minLon,minLat,maxLon,maxLat`: four plain decimals (`-?(0|[1-9][0-9]*)(.[0-9]+)?`,
+    /// no exponent, sign `+` or spaces, so that the OpenAPI document's pattern describes exactly
+    /// what is accepted), longitudes in −180..=180, latitudes in −90..=90, `minLat ≤ maxLat`.
     pub fn parse(text: &str) -> Result<Self, FieldErrors> {
         let refuse = |code: Code, detail: String| {
             Err(FieldErrors::single(In::Query, PARAMETER, code, detail))
         };
-        let numbers: Vec<Option<f64>> = text
-            .split(',')
-            .map(|part| part.trim().parse::<f64>().ok().filter(|n| n.is_finite()))
-            .collect();
+        let numbers: Vec<Option<f64>> = text.split(',').map(decimal).collect();
         let [Some(min_lon), Some(min_lat), Some(max_lon), Some(max_lat)] = numbers[..] else {
             return refuse(
                 Code::Format,
@@ -85,6 +83,19 @@ impl BoundingBox {
     }
 }
 
+/// A plain decimal: `-?(0|[1-9][0-9]*)(.[0-9]+)?`.
+fn decimal(text: &str) -> Option<f64> {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = match unsigned.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (unsigned, None),
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let plain =
+        digits(whole) && (whole == "0" || !whole.starts_with('0')) && fraction.is_none_or(digits);
+    plain.then(|| text.parse::<f64>().ok()).flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,7 +109,9 @@ mod tests {
     #[test]
     fn four_numbers_in_range_parse() {
         assert!(BoundingBox::parse("-10,40.5,20,60").is_ok());
-        assert!(BoundingBox::parse(" -180 , -90 , 180 , 90 ").is_ok());
+        assert!(BoundingBox::parse("-180,-90,180,90").is_ok());
+        assert!(BoundingBox::parse("-0,0.25,179.999,-0.0").is_err());
+        assert!(BoundingBox::parse("-0,-0.25,179.999,0.0").is_ok());
         assert!(
             BoundingBox::parse("170,-10,-170,10").is_ok(),
             "antimeridian"
@@ -115,6 +128,12 @@ mod tests {
             "NaN,0,1,1",
             "inf,0,1,1",
             "1,,3,4",
+            " -180 , -90 , 180 , 90 ",
+            "1e1,0,1,1",
+            "+1,0,1,1",
+            "01,0,1,1",
+            "1.,0,1,1",
+            ".5,0,1,1",
         ] {
             assert_eq!(code(text), Some(Code::Format), "{text:?}");
         }

@@ -50,7 +50,10 @@ impl fmt::Display for DeviceUuid {
     }
 }
 
-/// A device name: 1 to 100 Unicode characters after trimming, no control characters.
+/// A device name: 1 to 100 Unicode characters as sent, at least one of them not whitespace, no
+/// control characters; stored without its surrounding whitespace. Every rule holds for the text
+/// as sent, so that the OpenAPI document's `maxLength` and `pattern` describe exactly what is
+/// accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceName(String);
 
@@ -61,8 +64,8 @@ impl DeviceName {
     /// Parses a name; the error is the code and detail of the problem.
     pub fn parse(raw: &str) -> Result<Self, (Code, String)> {
         let name = raw.trim();
-        let chars = name.chars().count();
-        if chars == 0 {
+        let chars = raw.chars().count();
+        if name.is_empty() {
             Err((
                 Code::MinLength,
                 "`name` must have at least one visible character".into(),
@@ -75,7 +78,7 @@ impl DeviceName {
                     Self::MAX_CHARS
                 ),
             ))
-        } else if name.chars().any(char::is_control) {
+        } else if raw.chars().any(char::is_control) {
             Err((
                 Code::Format,
                 "`name` must not contain control characters".into(),
@@ -233,5 +236,20 @@ mod tests {
             .err()
             .unwrap_or((Code::Type, String::new()));
         assert_eq!(code, Code::MaxLength);
+    }
+
+    #[test]
+    fn every_rule_holds_for_the_name_as_sent() {
+        let code = |raw: &str| DeviceName::parse(raw).err().map(|(code, _)| code);
+        assert_eq!(
+            code(&format!(" {} ", "a".repeat(99))),
+            Some(Code::MaxLength)
+        );
+        assert_eq!(code("\nBalcony"), Some(Code::Format));
+        assert_eq!(code(" \u{a0} "), Some(Code::MinLength));
+        assert_eq!(
+            DeviceName::parse("  Balcony ").map(|name| name.as_str().to_owned()),
+            Ok("Balcony".to_owned())
+        );
     }
 }

@@ -367,4 +367,103 @@ mod tests {
         );
         assert!(export("start=2025-01-01T00:00:00Z&end=2026-01-02T00:00:00Z").is_ok());
     }
+
+    #[test]
+    fn the_documented_zones_are_exactly_the_zones_parsed() {
+        let document: serde_json::Value =
+            serde_json::from_str(include_str!("../http/openapi.json")).unwrap_or_default();
+        let documented: Vec<&str> = document["components"]["parameters"]["TimeZone"]["schema"]
+            ["enum"]
+            .as_array()
+            .map(|names| names.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        let mut parsed: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+        parsed.push("");
+        parsed.sort_unstable();
+        assert_eq!(
+            documented, parsed,
+            "the TimeZone parameter's enum in openapi.json"
+        );
+        for name in documented {
+            let query = form_urlencoded::Serializer::new(String::new())
+                .append_pair("timeline", "daily")
+                .append_pair("tz", name)
+                .finish();
+            let parsed = HistoricalQuery::parse(&QueryParams::parse(Some(&query)));
+            assert!(parsed.is_ok(), "{name}");
+        }
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Query strings: arbitrary text, and pairs of the parsers' own names with arbitrary
+        /// (often nearly valid) values.
+        fn query() -> impl Strategy<Value = String> {
+            let name = prop_oneof![
+                Just("start_date"),
+                Just("end_date"),
+                Just("interval"),
+                Just("tz"),
+                Just("timeline"),
+                Just("start"),
+                Just("end"),
+                Just("bbox"),
+            ];
+            let value = prop_oneof![
+                any::<String>(),
+                Just("2026-11-21".to_owned()),
+                Just("2026-11-21T00:00:00+02:00".to_owned()),
+                Just("Europe/Berlin".to_owned()),
+                Just("-180,-90,180,90".to_owned()),
+                "[0-9:TZ+ .,-]{0,30}",
+            ];
+            prop_oneof![
+                any::<String>(),
+                proptest::collection::vec((name, value), 0..6).prop_map(|pairs| {
+                    let mut query = form_urlencoded::Serializer::new(String::new());
+                    for (name, value) in pairs {
+                        query.append_pair(name, &value);
+                    }
+                    query.finish()
+                }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(500))]
+
+            #[test]
+            fn every_query_parser_answers_any_query_without_panicking(query in query()) {
+                let params = QueryParams::parse(Some(&query));
+                let faults = [
+                    HistoricalQuery::parse(&params).err(),
+                    CustomQuery::parse(&params).err(),
+                    MapQuery::parse(&params).err(),
+                    ExportQuery::parse(&params).err(),
+                ];
+                for errors in faults.into_iter().flatten() {
+                    prop_assert!(!errors.is_empty());
+                }
+            }
+
+            #[test]
+            fn a_parsed_custom_range_keeps_its_order_and_span(query in query()) {
+                if let Ok(custom) = CustomQuery::parse(&QueryParams::parse(Some(&query))) {
+                    prop_assert!(custom.range.start <= custom.range.end);
+                    prop_assert!((custom.range.end - custom.range.start).num_days() < 3700);
+                }
+            }
+
+            #[test]
+            fn a_parsed_export_range_is_ordered_and_bounded(query in query()) {
+                if let Ok(export) = ExportQuery::parse(&QueryParams::parse(Some(&query))) {
+                    prop_assert!(export.start < export.end);
+                    prop_assert!(export.end - export.start <= TimeDelta::days(MAX_EXPORT_DAYS));
+                }
+            }
+        }
+    }
 }

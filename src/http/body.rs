@@ -1,4 +1,5 @@
-//! JSON request bodies: media type, content coding, size limit, deadline, syntax.
+//! JSON request bodies: media type, content coding, size limit, deadline, syntax (nesting
+//! bounded, numbers of any size: [`super::json_value`]).
 //!
 //! The limit is decided from `Content-Length` before anything is read and, for a body without
 //! one (chunked), while it streams, so an oversized body is never buffered whole. A
@@ -21,6 +22,7 @@ use hyper::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 use simd_json::OwnedValue;
 
 use super::error::ApiError;
+use super::json_value;
 use super::Request;
 
 /// Largest accepted body: 64 KiB.
@@ -66,14 +68,7 @@ pub async fn json(
             "the body is empty; a JSON object is expected".into(),
         ));
     }
-    simd_json::to_owned_value(&mut bytes)
-        // The parser's own error names its internals (tape, stage); the client gets where.
-        .map_err(|error| {
-            ApiError::MalformedBody(format!(
-                "the body is not valid JSON: the parser stopped near byte {}",
-                error.index()
-            ))
-        })
+    json_value::parse(&bytes).map_err(|error| ApiError::MalformedBody(error.to_string()))
 }
 
 /// The body's bytes as sent, refused once they pass `limit`.

@@ -37,6 +37,12 @@ pub enum Credential {
 /// A failed request.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// The request target (path and query) is longer than the server reads.
+    #[error("request target too long")]
+    UriTooLong {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// No route has this path.
     #[error("no route for this path")]
     RouteNotFound,
@@ -141,6 +147,12 @@ impl ApiError {
         let no_fields = FieldErrors::new();
         let mut fields = &no_fields;
         let (status, kind, title, detail) = match &self {
+            Self::UriTooLong { limit } => (
+                StatusCode::URI_TOO_LONG,
+                BLANK_TYPE,
+                "URI Too Long",
+                format!("the path and query must not exceed {limit} bytes together"),
+            ),
             Self::RouteNotFound => (
                 StatusCode::NOT_FOUND,
                 BLANK_TYPE,

@@ -39,6 +39,10 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Most header fields in a request head (hyper's default, stated); past it, 431 as above.
 const MAX_HEADERS: usize = 100;
+/// Longest request target (path and query) a route is looked up for; a longer one is a 414
+/// problem (a CORS preflight excepted). No route needs more; past [`MAX_HEAD_BYTES`] it is
+/// hyper's bare 431 instead.
+pub const MAX_TARGET_BYTES: usize = 8 * 1024;
 /// Largest read buffer of a connection (hyper also uses it to decide when to flush its write
 /// buffer): a whole head, plus as much again for body bytes read along with it.
 const MAX_BUFFER: usize = 2 * MAX_HEAD_BYTES;
@@ -104,10 +108,21 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     let path = request.uri().path().to_owned();
     let cors = cors::Policy::for_request(&path, request.headers(), &state.cors_origins);
     let span = tracing::info_span!("request", id = %request_id, %method, %path);
-    let outcome =
-        AssertUnwindSafe(router::dispatch(request, &path, peer, state).instrument(span.clone()))
-            .catch_unwind()
-            .await;
+    let routed = async {
+        let target = request
+            .uri()
+            .path_and_query()
+            .map_or(0, |target| target.as_str().len());
+        if target > MAX_TARGET_BYTES {
+            return Err(ApiError::UriTooLong {
+                limit: MAX_TARGET_BYTES,
+            });
+        }
+        router::dispatch(request, &path, peer, state).await
+    };
+    let outcome = AssertUnwindSafe(routed.instrument(span.clone()))
+        .catch_unwind()
+        .await;
     let mut response = match outcome {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => span.in_scope(|| error.into_response(&path, &request_id)),

@@ -289,7 +289,7 @@ async fn a_malformed_body_is_described_without_parser_internals() {
         "{\"name\": ",
         "[1, 2",
         "{\"name\": tru}",
-        "{\"a\": 1e999999}",
+        "{\"a\": 1e}",
         "\"\\u12\"",
     ] {
         let response = app

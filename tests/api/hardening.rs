@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::common::{problem, TestApp};
+use crate::common::{fe, field_errors, problem, TestApp};
 
 /// Guard against a hang: far longer than anything below should take.
 const GUARD: Duration = Duration::from_secs(10);
@@ -437,4 +437,189 @@ async fn tokens_of_a_shared_secret_identity_provider_get_the_same_time_checks() 
         status_with(&app, &hs256(SECRET, &claims(3600, 120))).await,
         401
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Over-long request targets and broken framing
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_path_and_query_over_8_kib_is_a_414_problem() {
+    let app = TestApp::spawn().await;
+    let target = format!("/public/map/devices?pad={}", "a".repeat(8 * 1024));
+    let response = app
+        .client
+        .get(app.url(&target))
+        .send()
+        .await
+        .expect("request sent");
+    let problem = problem(response, 414).await;
+    assert_eq!(problem["type"], "about:blank");
+    assert_eq!(problem["title"], "URI Too Long");
+    assert_eq!(problem["instance"], "/api/v1/public/map/devices");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("8192 bytes")),
+        "{problem}"
+    );
+}
+
+#[tokio::test]
+async fn a_path_and_query_of_exactly_8_kib_is_served() {
+    let app = TestApp::spawn().await;
+    let prefix = "/api/v1/openapi.json?pad=";
+    let target = format!("{prefix}{}", "a".repeat(8 * 1024 - prefix.len()));
+    assert_eq!(target.len(), 8 * 1024);
+    let response = app
+        .client
+        .get(format!("{}{target}", app.base))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
+async fn an_over_long_path_is_414_before_credentials_are_looked_at() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .get(app.url(&format!("/devices/{}", "x".repeat(9000))))
+        .send()
+        .await
+        .expect("request sent");
+    problem(response, 414).await;
+}
+
+/// Sends `head` (a request head with its blank line) and reads the answer and what follows.
+async fn raw_exchange(app: &TestApp, head: &str) -> (RawResponse, bool) {
+    let mut stream = connect(app).await;
+    stream.write_all(head.as_bytes()).await.expect("head sent");
+    let response = tokio::time::timeout(GUARD, read_response(&mut stream))
+        .await
+        .expect("answered before the guard");
+    let closed = closed_by_server(&mut stream).await;
+    (response, closed)
+}
+
+#[tokio::test]
+async fn a_negative_content_length_is_400_and_the_connection_closed() {
+    let app = TestApp::spawn().await;
+    let (response, closed) = raw_exchange(
+        &app,
+        "POST /api/v1/devices HTTP/1.1\r\nHost: airq\r\nContent-Type: application/json\r\n\
+         Content-Length: -1\r\n\r\n{}",
+    )
+    .await;
+    assert_eq!(response.status, 400);
+    assert!(closed, "the connection is closed after broken framing");
+}
+
+#[tokio::test]
+async fn conflicting_content_lengths_are_400_and_the_connection_closed() {
+    let app = TestApp::spawn().await;
+    let (response, closed) = raw_exchange(
+        &app,
+        "POST /api/v1/devices HTTP/1.1\r\nHost: airq\r\nContent-Type: application/json\r\n\
+         Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+    )
+    .await;
+    assert_eq!(response.status, 400);
+    assert!(closed, "the connection is closed after broken framing");
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON beyond what the parser holds: numbers of any size, nesting of any depth
+// ---------------------------------------------------------------------------------------------
+
+/// `POST path` as `device` with a raw JSON body.
+async fn post_as_device(
+    app: &TestApp,
+    device: &Value,
+    path: &str,
+    body: String,
+) -> reqwest::Response {
+    app.client
+        .post(app.url(path))
+        .header("x-device-id", device["device_id"].as_str().expect("id"))
+        .header("x-device-key", device["device_key"].as_str().expect("key"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request sent")
+}
+
+/// The sample upload's JSON text with `extra` members added to its top-level object.
+fn sample_with_members(extra: &str) -> String {
+    let text = crate::common::sample().to_string();
+    format!("{{{extra},{}", text.strip_prefix('{').expect("an object"))
+}
+
+const HUGE_UNKNOWN: &str = r#""firmware": {"uptime_ns": 123456789012345678901234567890, "drift": -1e400, "gain": 2.5e999}, "big": -10000000000000000000"#;
+
+#[tokio::test]
+async fn numbers_beyond_f64_and_u64_in_unknown_fields_are_ignored() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "odd firmware").await;
+    let response = post_as_device(&app, &device, "/data", sample_with_members(HUGE_UNKNOWN)).await;
+    assert_eq!(response.status(), 201, "{:?}", response.text().await);
+
+    let reading = sample_with_members(HUGE_UNKNOWN);
+    let batch = format!("{{{HUGE_UNKNOWN}, \"readings\": [{reading}, {reading}]}}");
+    let response = post_as_device(&app, &device, "/data/batch", batch).await;
+    assert_eq!(response.status(), 201, "{:?}", response.text().await);
+    assert_eq!(app.stored_ids().await.len(), 3);
+}
+
+#[tokio::test]
+async fn numbers_beyond_f64_and_u64_in_known_fields_are_422_bound_errors_naming_the_field() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "odd firmware").await;
+    let text = crate::common::sample()
+        .to_string()
+        .replace("\"aqi\":42", "\"aqi\":123456789012345678901234567890")
+        .replace("\"pm2_5\":10.0", "\"pm2_5\":1e400")
+        .replace("\"temperature\":21.5", "\"temperature\":-1e400")
+        .replace("\"humidity\":40.0", "\"humidity\":-10000000000000000000");
+    assert!(text.contains("1e400"), "{text}");
+    let expected = vec![
+        fe("aqi", "maximum", "body"),
+        fe("pms_data.pm2_5", "maximum", "body"),
+        fe("temperature_data.humidity", "minimum", "body"),
+        fe("temperature_data.temperature", "minimum", "body"),
+    ];
+    let response = post_as_device(&app, &device, "/data", text.clone()).await;
+    assert_eq!(field_errors(&problem(response, 422).await), expected);
+
+    let batch = format!("{{\"readings\": [{}, {text}]}}", crate::common::sample());
+    let response = post_as_device(&app, &device, "/data/batch", batch).await;
+    let expected: Vec<_> = expected
+        .into_iter()
+        .map(|(name, code, location)| (format!("readings[1].{name}"), code, location))
+        .collect();
+    assert_eq!(field_errors(&problem(response, 422).await), expected);
+    assert!(app.stored_ids().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_body_nested_deeper_than_128_levels_is_400_and_the_server_keeps_serving() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "deep").await;
+    for depth in [129, 20_000] {
+        let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let response = post_as_device(&app, &device, "/data", body).await;
+        let problem = problem(response, 400).await;
+        assert_eq!(problem["type"], "urn:airq:problem:malformed-body");
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("128 levels")),
+            "{problem}"
+        );
+    }
+    let deep_unknown = format!("\"deep\": {}1{}", "[".repeat(120), "]".repeat(120));
+    let response = post_as_device(&app, &device, "/data", sample_with_members(&deep_unknown)).await;
+    assert_eq!(response.status(), 201, "120 levels are fine");
 }

@@ -31,6 +31,7 @@ mod map_formats;
 mod metrics;
 mod openapi;
 mod privacy;
+mod properties;
 mod public;
 mod rate_limits;
 mod routes;

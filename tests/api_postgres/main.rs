@@ -51,6 +51,9 @@ mod openapi;
 #[path = "../api/privacy.rs"]
 mod privacy;
 #[cfg(airq_test_postgres)]
+#[path = "../api/properties.rs"]
+mod properties;
+#[cfg(airq_test_postgres)]
 #[path = "../api/public.rs"]
 mod public;
 #[cfg(airq_test_postgres)]
