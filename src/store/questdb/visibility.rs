@@ -6,7 +6,9 @@
 //! ([`Visibility::acknowledged`]): a generation number, and for each device of the batch the
 //! latest generation that touched it. A tracker task follows QuestDB's apply progress
 //! (`wal_tables()`: the writer's transaction against the sequencer's) and publishes the highest
-//! generation known to be applied.
+//! generation known to be applied — at once when a read waits, otherwise once every
+//! [`FORGET_EVERY`] to forget applied batches — so a write-only load costs QuestDB one query a
+//! second, not one per batch.
 //!
 //! A read first calls [`Visibility::settle`] with the devices it reads: it waits only when one of
 //! them has an acknowledged batch that may not be applied yet, and only until it is (at most
@@ -35,8 +37,11 @@ const VISIBILITY_WAIT: Duration = Duration::from_secs(2);
 /// First and longest pause between two looks at QuestDB's apply progress.
 const POLL_FIRST: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(5);
-/// Pause after a failed look (QuestDB unreachable).
+/// Pause after a failed look (QuestDB unreachable); the next look comes with the next waiting
+/// read or the next [`FORGET_EVERY`].
 const POLL_FAILED: Duration = Duration::from_millis(100);
+/// How often the tracker looks without a waiting read, which bounds the devices remembered.
+const FORGET_EVERY: Duration = Duration::from_secs(1);
 
 /// Acknowledged generations and which devices they touched; shared by the sinks, the reads and
 /// the tracker. Cheap to clone.
@@ -50,7 +55,7 @@ struct Shared {
     state: Mutex<Acknowledged>,
     /// The highest generation known to be applied.
     applied: watch::Sender<u64>,
-    /// Wakes the tracker: a new acknowledgement, or the last handle gone.
+    /// Wakes the tracker: a read waits, or the last handle is gone.
     wake: Arc<Notify>,
 }
 
@@ -87,15 +92,12 @@ impl Visibility {
     /// Records a batch QuestDB acknowledged, with the devices of its readings. Called before the
     /// batch's uploads are answered.
     pub fn acknowledged(&self, devices: impl IntoIterator<Item = DeviceUuid>) {
-        {
-            let mut state = self.lock();
-            state.generation += 1;
-            let generation = state.generation;
-            for device in devices {
-                state.pending.insert(device, generation);
-            }
+        let mut state = self.lock();
+        state.generation += 1;
+        let generation = state.generation;
+        for device in devices {
+            state.pending.insert(device, generation);
         }
-        self.shared.wake.notify_one();
     }
 
     /// Waits until every batch this process acknowledged for any of `devices` is readable (at
@@ -116,6 +118,10 @@ impl Visibility {
             return;
         };
         let mut applied = self.shared.applied.subscribe();
+        if *applied.borrow() >= target {
+            return;
+        }
+        self.shared.wake.notify_one();
         let waited = tokio::time::timeout(VISIBILITY_WAIT, applied.wait_for(|at| *at >= target));
         if waited.await.is_err() {
             tracing::warn!(
@@ -134,44 +140,45 @@ impl Visibility {
     }
 }
 
-/// The tracker: whenever generations are acknowledged but not known applied, waits until QuestDB
-/// applied every transaction its sequencer had numbered when it looked, then publishes them.
+/// The tracker: when a read waits (or [`FORGET_EVERY`] passed) and generations are acknowledged
+/// but not known applied, waits until QuestDB applied every transaction its sequencer had
+/// numbered when it looked, then publishes them. A read that starts waiting meanwhile leaves a
+/// wake-up behind, so it gets a look of its own right after.
 async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: Pool, query: String) {
     loop {
-        wake.notified().await;
-        loop {
-            let Some(handle) = shared.upgrade() else {
-                return;
-            };
-            let target = handle
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .generation;
-            if target <= *handle.applied.borrow() {
-                break;
+        // Timing out only means it is time to forget what was applied meanwhile.
+        let _ = tokio::time::timeout(FORGET_EVERY, wake.notified()).await;
+        let Some(handle) = shared.upgrade() else {
+            return;
+        };
+        let target = handle
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation;
+        if target <= *handle.applied.borrow() {
+            continue;
+        }
+        drop(handle);
+        // Every batch up to `target` was acknowledged before this look, so its transaction is at
+        // most the sequencer's number seen now.
+        match applied_through_now(&reads, &query, &shared).await {
+            Ok(true) => {
+                let Some(handle) = shared.upgrade() else {
+                    return;
+                };
+                handle
+                    .state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pending
+                    .retain(|_, generation| *generation > target);
+                handle.applied.send_replace(target);
             }
-            drop(handle);
-            // Every batch up to `target` was acknowledged before this look, so its transaction
-            // is at most the sequencer's number seen now.
-            match applied_through_now(&reads, &query, &shared).await {
-                Ok(true) => {
-                    let Some(handle) = shared.upgrade() else {
-                        return;
-                    };
-                    handle
-                        .state
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .pending
-                        .retain(|_, generation| *generation > target);
-                    handle.applied.send_replace(target);
-                }
-                Ok(false) => return,
-                Err(error) => {
-                    tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply");
-                    tokio::time::sleep(POLL_FAILED).await;
-                }
+            Ok(false) => return,
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply");
+                tokio::time::sleep(POLL_FAILED).await;
             }
         }
     }
