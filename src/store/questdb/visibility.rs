@@ -17,8 +17,8 @@
 //! - a read in this process that starts after a 201 of this process includes that reading;
 //! - a read of devices without such a batch never waits, so reads of other devices are not slowed
 //!   by the upload load;
-//! - across processes (replicas), a reading is readable once QuestDB applied it, typically within
-//!   milliseconds; the wait is per process because the acknowledgements are.
+//! - across processes (replicas), a reading is readable once QuestDB applied it (`bench/RESULTS.md`
+//!   measures that lag); the wait is per process because the acknowledgements are.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
