@@ -4,8 +4,8 @@
 //! [`BatchConfig::max_rows`] are buffered or [`BatchConfig::max_delay`] has passed since the first
 //! (by default no wait: it flushes once nothing more is queued), hands the batch to an idle
 //! *lane* — one sink on a thread of its own — which writes it in one transaction and answers every
-//! waiting upload with the outcome (group commit). While every lane is busy, the batch keeps
-//! growing (up to `max_rows`) until one is free. Its rules:
+//! waiting upload with the outcome (group commit). While every lane is busy, uploads queue up
+//! and join the batch (up to `max_rows`) once one is free. Its rules:
 //!
 //! - **No acknowledgement before commit.** An upload gets its receipt only after its lane's sink
 //!   said the batch is durable; a 201 never stands for data that can still be lost.
@@ -246,20 +246,19 @@ async fn gather(
             rows += next.readings.len();
             batch.push(next);
         }
-        // Every lane busy: the batch goes on growing until one is free.
-        let lane = loop {
-            tokio::select! {
-                biased;
-                lane = idle.recv() => break lane,
-                next = queue.recv(), if open && rows < max_rows => match next {
-                    Some(pending) => {
-                        rows += pending.readings.len();
-                        batch.push(pending);
-                    }
-                    None => open = false,
-                },
+        // Every lane busy: uploads queue up meanwhile (waking nobody) and top the batch up once
+        // one is free.
+        let lane = idle.recv().await;
+        while open && rows < max_rows {
+            match queue.try_recv() {
+                Ok(pending) => {
+                    rows += pending.readings.len();
+                    batch.push(pending);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
-        };
+        }
         // No lane left (they all panicked): dropping the batch answers its uploads `Stopped`.
         let Some(queue) = lane.and_then(|index| lanes.get(index)) else {
             return;
