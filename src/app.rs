@@ -24,7 +24,7 @@ use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, PostgresDevices};
-use crate::store::questdb::{self, QuestDbReadings, QuestDbSink};
+use crate::store::questdb;
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
 use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
 use crate::telemetry::chain;
@@ -122,18 +122,17 @@ impl Application {
                 (devices, keys, None)
             }
         };
-        let (sink, readings): (Box<dyn ReadingSink>, Arc<dyn ReadingStore>) =
+        let (sinks, readings): (Vec<Box<dyn ReadingSink>>, Arc<dyn ReadingStore>) =
             match (&config.questdb, &postgres) {
                 (Some(questdb), Some((pool, _))) => {
-                    let reads = questdb::connect(questdb).await?;
-                    let sink = QuestDbSink::new(
-                        questdb.ilp.clone(),
-                        questdb.table.clone(),
-                        pool.clone(),
-                        reads.clone(),
-                    )?;
-                    let readings = QuestDbReadings::new(reads, questdb.table.clone());
-                    (Box::new(sink), Arc::new(readings))
+                    let (sinks, readings) = questdb::open(questdb, pool.clone()).await?;
+                    (
+                        sinks
+                            .into_iter()
+                            .map(|sink| Box::new(sink) as Box<dyn ReadingSink>)
+                            .collect(),
+                        Arc::new(readings),
+                    )
                 }
                 (Some(_), None) => {
                     return Err(StartError::Store(StoreError::Config(
@@ -145,10 +144,13 @@ impl Application {
                     let db = sqlite()?;
                     let sink = SqliteReadingSink::open(Arc::clone(&db), config.fold)?;
                     metrics.sample_fold_backlog(sink.unfolded_rows());
-                    (Box::new(sink), Arc::new(SqliteReadings::new(db)))
+                    (
+                        vec![Box::new(sink) as Box<dyn ReadingSink>],
+                        Arc::new(SqliteReadings::new(db)),
+                    )
                 }
             };
-        let (batch_writer, writer) = BatchWriter::start(sink, config.batch, Arc::clone(&metrics))
+        let (batch_writer, writer) = BatchWriter::start(sinks, config.batch, Arc::clone(&metrics))
             .map_err(StartError::Writer)?;
         let limits = Arc::new(RateLimits::new(&config.rate_limits, Arc::clone(&metrics)));
         let sweeper = limits.start_sweeper();

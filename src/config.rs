@@ -77,6 +77,9 @@ pub struct ServeArgs {
     /// The QuestDB table holding readings.
     #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings", value_parser = TableName::parse)]
     pub questdb_table: TableName,
+    /// ILP/HTTP senders to QuestDB: batches flushed at once, each waiting for its acknowledgement.
+    #[arg(long, env = "AIRQ_QUESTDB_SENDERS", default_value_t = crate::store::questdb::DEFAULT_SENDERS as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub questdb_senders: u16,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,
@@ -283,6 +286,7 @@ impl From<ServeArgs> for Config {
                     ilp,
                     pg,
                     table: args.questdb_table,
+                    senders: usize::from(args.questdb_senders),
                 }),
                 _ => None,
             },

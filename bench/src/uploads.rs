@@ -71,7 +71,7 @@ impl Setup {
             &registration(fleet_args, load, prefix),
         )
         .await?;
-        let counter = Counter::resolve(verify, &target_args.data_dir, &token);
+        let counter = Counter::resolve(verify, &target_args.data_dir, &token)?;
         if !obtained.registered && matches!(counter, Counter::Api(_)) {
             eprintln!(
                 "warning: the API loss check counts the last hour's samples; with a reused fleet it is exact only if the fleet uploaded nothing in the hour before this run"

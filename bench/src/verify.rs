@@ -7,6 +7,11 @@
 //!   (WAL lets a reader in while the server writes). A 201 is sent only after its batch
 //!   committed, so every acknowledged reading must already be visible. A count taken before the
 //!   run is subtracted, so a reused fleet is checked too.
+//! - `questdb` (exact, the default when there is no SQLite file but `AIRQ_QUESTDB_PG` is set):
+//!   the rows per device of the QuestDB table (`AIRQ_QUESTDB_TABLE`, default `readings`), over
+//!   QuestDB's PG wire — the server's own variables, so one environment serves both. airq answers
+//!   once QuestDB acknowledged a batch, before QuestDB applied it, so the count first waits until
+//!   QuestDB applied every transaction its sequencer had numbered.
 //! - `api`: `GET /api/v1/devices/{id}/current` → `sample_count`. Exact only while every reading of
 //!   the run lies in the last hour and the devices had no earlier readings (fresh fleet, run
 //!   shorter than ~55 minutes, no `measured_at`); the way to check a deployment whose readings are
@@ -36,6 +41,8 @@ pub enum VerifyMode {
     Auto,
     /// Count rows in the SQLite file (exact).
     Sqlite,
+    /// Count rows per device in the QuestDB table named by `AIRQ_QUESTDB_TABLE` at `AIRQ_QUESTDB_PG` (exact).
+    Questdb,
     /// Sum `sample_count` of each device's current snapshot (exact for fresh devices and short runs).
     Api,
     /// No check.
@@ -47,6 +54,13 @@ pub enum VerifyMode {
 pub enum Counter {
     /// Rows in this database file.
     Sqlite(PathBuf),
+    /// Rows in a QuestDB table.
+    QuestDb {
+        /// PG-wire URL.
+        url: String,
+        /// The table (checked to be a plain name).
+        table: String,
+    },
     /// Current snapshots through the API, with this owner token.
     Api(HeaderValue),
     /// No check.
@@ -55,20 +69,36 @@ pub enum Counter {
 
 impl Counter {
     /// The counter `mode` asks for.
-    pub fn resolve(mode: VerifyMode, data_dir: &Path, token: &HeaderValue) -> Self {
+    pub fn resolve(
+        mode: VerifyMode,
+        data_dir: &Path,
+        token: &HeaderValue,
+    ) -> Result<Self, BoxError> {
         let db = data_dir.join("airq.db");
-        match mode {
-            VerifyMode::Sqlite => Self::Sqlite(db),
-            VerifyMode::Auto if db.exists() => Self::Sqlite(db),
-            VerifyMode::Auto | VerifyMode::Api => Self::Api(token.clone()),
-            VerifyMode::None => Self::None,
-        }
+        let questdb = std::env::var("AIRQ_QUESTDB_PG").ok();
+        Ok(match (mode, questdb) {
+            (VerifyMode::Sqlite, _) => Self::Sqlite(db),
+            (VerifyMode::Auto, _) if db.exists() => Self::Sqlite(db),
+            (VerifyMode::Auto | VerifyMode::Questdb, Some(url)) => {
+                let table =
+                    std::env::var("AIRQ_QUESTDB_TABLE").unwrap_or_else(|_| "readings".into());
+                airq::config::TableName::parse(&table)?;
+                Self::QuestDb { url, table }
+            }
+            (VerifyMode::Questdb, None) => return Err(
+                "--verify questdb needs AIRQ_QUESTDB_PG (and AIRQ_QUESTDB_TABLE unless `readings`)"
+                    .into(),
+            ),
+            (VerifyMode::Auto | VerifyMode::Api, _) => Self::Api(token.clone()),
+            (VerifyMode::None, _) => Self::None,
+        })
     }
 
     /// The name in reports.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Sqlite(_) => "sqlite",
+            Self::QuestDb { .. } => "questdb",
             Self::Api(_) => "api",
             Self::None => "none",
         }
@@ -92,6 +122,7 @@ impl Counter {
                     .map_err(|error| error.to_string())??;
                 Ok(Some(counts))
             }
+            Self::QuestDb { url, table } => Ok(Some(questdb_counts(url, table, devices).await?)),
             Self::Api(token) => Ok(Some(api_counts(target, token, devices).await?)),
             Self::None => Ok(None),
         }
@@ -126,6 +157,52 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
             Ok(u64::try_from(count).unwrap_or(0))
         })
         .collect()
+}
+
+/// Longest wait for QuestDB to apply what it acknowledged before counting.
+const QUESTDB_APPLY_WAIT: Duration = Duration::from_secs(60);
+
+async fn questdb_counts(url: &str, table: &str, devices: &[Device]) -> Result<Vec<u64>, BoxError> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|error| format!("QuestDB PG wire at {url}: {error}"))?;
+    let driver = tokio::spawn(connection);
+    let progress =
+        format!("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{table}'");
+    let started = std::time::Instant::now();
+    let mut goal = None;
+    while let Some(row) = client.query_opt(progress.as_str(), &[]).await? {
+        let writer: Option<i64> = row.try_get(0)?;
+        let sequencer: Option<i64> = row.try_get(1)?;
+        let goal = *goal.get_or_insert(sequencer.unwrap_or(0));
+        if writer.unwrap_or(0) >= goal {
+            break;
+        }
+        if started.elapsed() > QUESTDB_APPLY_WAIT {
+            return Err(format!(
+                "QuestDB did not apply {table}'s WAL within {} s",
+                QUESTDB_APPLY_WAIT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stored: std::collections::HashMap<String, i64> = client
+        .query(format!("SELECT device, count() FROM {table}").as_str(), &[])
+        .await?
+        .iter()
+        .map(|row| Ok((row.try_get(0)?, row.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    drop(client);
+    let _ = driver.await;
+    Ok(devices
+        .iter()
+        .map(|device| {
+            stored
+                .get(&device.id)
+                .map_or(0, |count| u64::try_from(*count).unwrap_or(0))
+        })
+        .collect())
 }
 
 async fn api_counts(

@@ -1,23 +1,31 @@
-//! The batch writer: the one owner of the [`ReadingSink`] in a process.
+//! The batch writer: the one owner of the [`ReadingSink`]s in a process.
 //!
 //! Uploads hand it a reading and a oneshot, then wait. It gathers readings until
 //! [`BatchConfig::max_rows`] are buffered or [`BatchConfig::max_delay`] has passed since the first
-//! (by default no wait: it flushes once nothing more is queued, and whatever arrives during a
-//! flush forms the next batch), writes them in one transaction, and answers every waiting upload
-//! with the outcome (group commit). Its rules:
+//! (by default no wait: it flushes once nothing more is queued), hands the batch to an idle
+//! *lane* — one sink on a thread of its own — which writes it in one transaction and answers every
+//! waiting upload with the outcome (group commit). While every lane is busy, uploads queue up
+//! and join the batch (up to `max_rows`) once one is free. Its rules:
 //!
-//! - **No acknowledgement before commit.** An upload gets its receipt only after the sink said the
-//!   batch is durable; a 201 never stands for data that can still be lost.
+//! - **No acknowledgement before commit.** An upload gets its receipt only after its lane's sink
+//!   said the batch is durable; a 201 never stands for data that can still be lost.
 //! - **All or nothing.** A failed write is retried ([`BatchConfig::retries`], with doubling
-//!   backoff) with the same ids, so a retry never duplicates; if it keeps failing, every upload of
-//!   the batch is answered with [`WriteError::Failed`] and nothing of it is visible.
+//!   backoff) by the same lane with the same ids, so a retry never duplicates; if it keeps
+//!   failing, every upload of the batch is answered with [`WriteError::Failed`] and nothing of it
+//!   is visible.
+//! - **Several flushes in flight, acknowledged in commit order per upload.** With more than one
+//!   lane, one batch's round trip does not stall the next: batches may commit in another order
+//!   than they were gathered, so uploads in flight at the same time are not ordered; but an upload
+//!   sent after another one's receipt was answered is in a later batch, gathered after that commit,
+//!   so it commits after it (a re-sent reading replaces the one acknowledged before).
 //! - **Backpressure.** The queue in front of the writer is bounded; when it is full, uploads wait
 //!   for room instead of piling up in memory.
 //! - **Drain on shutdown.** The writer stops when the last [`BatchWriter`] handle is dropped, after
-//!   writing everything already queued; [`WriterGuard::join`] waits for that.
+//!   every lane has written everything already queued; [`WriterGuard::join`] waits for that.
 //!
-//! The writer runs on its own thread with a single-threaded runtime, because sinks are synchronous
-//! (rusqlite; the QuestDB client) and must not block the server's workers.
+//! Lanes run on threads of their own, each with a single-threaded runtime, because sinks are
+//! synchronous (rusqlite; the QuestDB client) and must not block the server's workers; the
+//! embedded store has one lane (one SQLite writer), QuestDB one per ILP sender.
 //!
 //! On `/metrics` it reports the readings waiting for it, each committed batch's size and commit
 //! time, failed batches and retried writes.
@@ -87,27 +95,64 @@ pub struct BatchWriter {
     metrics: Arc<ServerMetrics>,
 }
 
-/// The writer thread; [`WriterGuard::join`] waits until it has drained and stopped.
+/// The writer's threads; [`WriterGuard::join`] waits until they have drained and stopped.
 #[derive(Debug)]
 pub struct WriterGuard {
     thread: Option<JoinHandle<()>>,
 }
 
+/// A lane as the gathering loop sees it: where to hand it a batch.
+type LaneQueue = mpsc::Sender<Vec<Pending>>;
+
 impl BatchWriter {
-    /// Starts the writer thread, owning `sink`.
+    /// Starts the writer: one lane per sink (at least one), each on a thread of its own, and the
+    /// gathering loop on another.
     pub fn start(
-        sink: Box<dyn ReadingSink>,
+        sinks: Vec<Box<dyn ReadingSink>>,
         config: BatchConfig,
         metrics: Arc<ServerMetrics>,
     ) -> std::io::Result<(Self, WriterGuard)> {
+        if sinks.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the batch writer needs at least one sink",
+            ));
+        }
         let (queue, receiver) = mpsc::channel(config.queue.max(1));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()?;
-        let writer_metrics = Arc::clone(&metrics);
+        let (idle, idle_lanes) = mpsc::channel(sinks.len());
+        let mut lanes = Vec::with_capacity(sinks.len());
+        let mut threads = Vec::with_capacity(sinks.len());
+        for (index, sink) in sinks.into_iter().enumerate() {
+            let (jobs, batches) = mpsc::channel(1);
+            let runtime = single_threaded()?;
+            let (idle, metrics) = (idle.clone(), Arc::clone(&metrics));
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("airq-flush-{index}"))
+                    .spawn(move || {
+                        runtime.block_on(lane(index, batches, idle, sink, config, metrics));
+                    })?,
+            );
+            lanes.push(jobs);
+        }
+        for index in 0..lanes.len() {
+            // Every lane starts idle; the channel holds one slot per lane, so this never fails.
+            let _ = idle.try_send(index);
+        }
+        drop(idle);
+        let runtime = single_threaded()?;
+        let gather_metrics = Arc::clone(&metrics);
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
-            .spawn(move || runtime.block_on(run(receiver, sink, config, writer_metrics)))?;
+            .spawn(move || {
+                runtime.block_on(gather(receiver, lanes, idle_lanes, config, &gather_metrics));
+                for thread in threads {
+                    if thread.join().is_err() {
+                        tracing::error!("a batch writer lane panicked");
+                    }
+                }
+                tracing::info!("batch writer drained and stopped");
+            })?;
         Ok((
             Self { queue, metrics },
             WriterGuard {
@@ -163,27 +208,47 @@ impl WriterGuard {
     }
 }
 
-async fn run(
+fn single_threaded() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+}
+
+/// Gathers uploads into batches and hands each to an idle lane, until the queue is closed and
+/// empty; then closes the lanes' queues, so they stop after their last batch.
+async fn gather(
     mut queue: mpsc::Receiver<Pending>,
-    mut sink: Box<dyn ReadingSink>,
+    lanes: Vec<LaneQueue>,
+    mut idle: mpsc::Receiver<usize>,
     config: BatchConfig,
-    metrics: Arc<ServerMetrics>,
+    metrics: &ServerMetrics,
 ) {
     let max_rows = config.max_rows.max(1);
-    let mut batch: Vec<Pending> = Vec::with_capacity(max_rows);
-    while let Some(first) = queue.recv().await {
+    let mut open = true;
+    while open {
+        let Some(first) = queue.recv().await else {
+            break;
+        };
         let mut rows = first.readings.len();
         metrics.readings_taken(rows);
+        let mut batch = Vec::with_capacity(max_rows.min(1024));
         batch.push(first);
         let deadline = Instant::now() + config.max_delay;
         while rows < max_rows {
             let next = match queue.try_recv() {
                 Ok(pending) => pending,
-                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
                 Err(mpsc::error::TryRecvError::Empty) => {
                     match tokio::time::timeout_at(deadline, queue.recv()).await {
                         Ok(Some(pending)) => pending,
-                        Ok(None) | Err(_) => break,
+                        Ok(None) => {
+                            open = false;
+                            break;
+                        }
+                        Err(_) => break,
                     }
                 }
             };
@@ -191,9 +256,43 @@ async fn run(
             metrics.readings_taken(next.readings.len());
             batch.push(next);
         }
-        flush(sink.as_mut(), &mut batch, &config, &metrics).await;
+        // Every lane busy: uploads queue up meanwhile (waking nobody) and top the batch up once
+        // one is free.
+        let lane = idle.recv().await;
+        while open && rows < max_rows {
+            match queue.try_recv() {
+                Ok(pending) => {
+                    rows += pending.readings.len();
+                    metrics.readings_taken(pending.readings.len());
+                    batch.push(pending);
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+            }
+        }
+        // No lane left (they all panicked): dropping the batch answers its uploads `Stopped`.
+        let Some(queue) = lane.and_then(|index| lanes.get(index)) else {
+            return;
+        };
+        // An idle lane has room for exactly this batch.
+        let _ = queue.send(batch).await;
     }
-    tracing::info!("batch writer drained and stopped");
+}
+
+/// One lane: writes each batch it is handed with its own sink, then reports itself idle.
+async fn lane(
+    index: usize,
+    mut batches: mpsc::Receiver<Vec<Pending>>,
+    idle: mpsc::Sender<usize>,
+    mut sink: Box<dyn ReadingSink>,
+    config: BatchConfig,
+    metrics: Arc<ServerMetrics>,
+) {
+    while let Some(mut batch) = batches.recv().await {
+        flush(sink.as_mut(), &mut batch, &config, &metrics).await;
+        // The gathering loop has stopped once this fails; the lane still drains its queue.
+        let _ = idle.send(index).await;
+    }
 }
 
 /// Writes `batch` (retrying) and answers every upload in it.
@@ -369,7 +468,7 @@ mod tests {
             next: 1,
         };
         let (writer, guard) =
-            BatchWriter::start(Box::new(sink), config(2), Arc::default()).expect("writer");
+            BatchWriter::start(vec![Box::new(sink)], config(2), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 3).await;
         drop(writer);
         guard.join().await;
@@ -392,7 +491,7 @@ mod tests {
             next: 1,
         };
         let (writer, guard) =
-            BatchWriter::start(Box::new(sink), config(1), Arc::default()).expect("writer");
+            BatchWriter::start(vec![Box::new(sink)], config(1), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 6).await;
         drop(writer);
         guard.join().await;
@@ -411,11 +510,68 @@ mod tests {
             next: 1,
         };
         let (writer, guard) =
-            BatchWriter::start(Box::new(sink), config(0), Arc::default()).expect("writer");
+            BatchWriter::start(vec![Box::new(sink)], config(0), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 10).await;
         drop(writer);
         guard.join().await;
         assert_eq!(receipts.iter().filter(|r| r.is_ok()).count(), 10);
         assert_eq!(written.lock().expect("lock").len(), 10);
+    }
+
+    /// A sink whose writes each wait (up to a generous bound) until `lanes` writes are in
+    /// progress at once, recording the most it saw.
+    #[derive(Debug)]
+    struct Rendezvous {
+        lanes: usize,
+        state: Arc<(Mutex<(usize, usize)>, std::sync::Condvar)>,
+        next: u64,
+    }
+
+    #[async_trait::async_trait]
+    impl ReadingSink for Rendezvous {
+        async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
+            let first = self.next;
+            self.next += count as u64;
+            Ok((first..self.next).filter_map(ReadingId::new).collect())
+        }
+
+        async fn write(&mut self, _batch: &[StoredReading]) -> Result<(), StoreError> {
+            let (lock, turn) = &*self.state;
+            let mut state = lock
+                .lock()
+                .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
+            state.0 += 1;
+            state.1 = state.1.max(state.0);
+            turn.notify_all();
+            let (mut state, _) = turn
+                .wait_timeout_while(state, Duration::from_secs(10), |state| state.1 < self.lanes)
+                .map_err(|_| StoreError::Corrupt("poisoned".into()))?;
+            state.0 -= 1;
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn two_lanes_keep_two_flushes_in_flight() {
+        let state = Arc::new((Mutex::new((0, 0)), std::sync::Condvar::new()));
+        let sinks: Vec<Box<dyn ReadingSink>> = (0..2u64)
+            .map(|lane| {
+                Box::new(Rendezvous {
+                    lanes: 2,
+                    state: Arc::clone(&state),
+                    next: 1 + lane * 1_000,
+                }) as Box<dyn ReadingSink>
+            })
+            .collect();
+        let (writer, guard) = BatchWriter::start(sinks, config(0), Arc::default()).expect("writer");
+        let receipts = submit_many(&writer, 8).await;
+        drop(writer);
+        guard.join().await;
+        assert!(receipts.iter().all(Result::is_ok));
+        assert_eq!(
+            state.0.lock().expect("lock").1,
+            2,
+            "writes in progress at once"
+        );
     }
 }

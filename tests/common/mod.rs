@@ -63,6 +63,7 @@ impl TestTable {
             ilp: self.ilp.clone(),
             pg: self.pg.clone(),
             table: airq::config::TableName::parse(&self.name).expect("a valid table name"),
+            senders: airq::store::questdb::DEFAULT_SENDERS,
         }
     }
 }
@@ -269,7 +270,7 @@ impl TestApp {
     }
 
     /// The receipt ids of every stored reading, read straight from the reading store (SQLite
-    /// file or QuestDB table), sorted.
+    /// file or QuestDB table, once QuestDB applied every transaction it acknowledged), sorted.
     pub async fn stored_ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = match &self.table {
             Some(table) => {
@@ -278,6 +279,22 @@ impl TestApp {
                         .await
                         .expect("QuestDB PG wire");
                 tokio::spawn(connection);
+                let progress = format!(
+                    "SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{}'",
+                    table.name
+                );
+                // The server answers before QuestDB applies a batch; this reads behind its back.
+                for _ in 0..1000 {
+                    let applied = client
+                        .query_opt(progress.as_str(), &[])
+                        .await
+                        .expect("WAL progress from QuestDB")
+                        .is_none_or(|row| row.get::<_, i64>(0) >= row.get::<_, i64>(1));
+                    if applied {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
                 client
                     .query(format!("SELECT id FROM {}", table.name).as_str(), &[])
                     .await

@@ -1,11 +1,14 @@
 //! The production reading store: QuestDB, written over ILP/HTTP, read over PG wire.
 //!
-//! - [`QuestDbSink`] is the batch writer's sink: each batch is one transactional ILP/HTTP flush
-//!   into a WAL table with deduplication on `(at, device, dedup)` (`dedup` 0 for a reading keyed
-//!   by its `measured_at`, its receipt id otherwise), so a re-sent reading replaces the stored one
-//!   and a retry after an uncertain failure never duplicates. Receipt ids come in blocks from a PostgreSQL sequence shared by every
-//!   process. After a flush the sink waits (bounded) until QuestDB has applied the WAL, so a 201
-//!   is followed by reads that see the reading.
+//! - [`QuestDbSink`] is a batch writer lane: each batch is one transactional ILP/HTTP flush into
+//!   a WAL table with deduplication on `(at, device, dedup)` (`dedup` 0 for a reading keyed by its
+//!   `measured_at`, its receipt id otherwise), so a re-sent reading replaces the stored one and a
+//!   retry after an uncertain failure never duplicates. [`QuestDbConfig::senders`] sinks, each
+//!   with its own ILP/HTTP sender, keep that many flushes in flight. Receipt ids come in blocks
+//!   from a PostgreSQL sequence shared by every process.
+//! - [`Visibility`] keeps read-your-writes without a wait on the write path: an upload is answered
+//!   once QuestDB acknowledged its batch, and a read waits for QuestDB's WAL apply only when it
+//!   reads a device with an acknowledged batch that may not be applied yet.
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
@@ -13,6 +16,7 @@
 
 mod reading_store;
 mod sink;
+mod visibility;
 
 use deadpool_postgres::Pool;
 
@@ -20,6 +24,7 @@ use super::StoreError;
 
 pub use reading_store::QuestDbReadings;
 pub use sink::QuestDbSink;
+pub use visibility::Visibility;
 
 /// The schema files, in order; a file's statements are separated by blank lines, and an
 /// `ALTER TABLE … ADD COLUMN name …` runs only when the column is missing.
@@ -31,6 +36,10 @@ const SCHEMA: &[&str] = &[
 /// Connections to QuestDB's PG wire kept by one process.
 const POOL_SIZE: usize = 8;
 
+/// ILP/HTTP senders of a process unless configured: enough to keep a flush in flight while the
+/// previous ones wait for their acknowledgement, few enough not to split batches needlessly.
+pub const DEFAULT_SENDERS: usize = 4;
+
 /// Where readings live in QuestDB.
 #[derive(Debug, Clone)]
 pub struct QuestDbConfig {
@@ -40,6 +49,8 @@ pub struct QuestDbConfig {
     pub pg: String,
     /// The readings table.
     pub table: TableName,
+    /// ILP/HTTP senders, each a batch writer lane: flushes in flight at once (at least 1).
+    pub senders: usize,
 }
 
 /// A QuestDB table name airq may splice into SQL: a letter or `_`, then letters, digits and `_`,
@@ -76,7 +87,7 @@ impl std::fmt::Display for TableName {
 }
 
 /// A pool on QuestDB's PG wire, with the readings table created.
-pub async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
+async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
     let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
     let table = config.table.as_str();
@@ -108,6 +119,28 @@ pub async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
         }
     }
     Ok(pool)
+}
+
+/// The reading store on QuestDB: one sink per configured sender (receipt ids from the
+/// PostgreSQL pool `ids`) and the reads, sharing one [`Visibility`].
+pub async fn open(
+    config: &QuestDbConfig,
+    ids: Pool,
+) -> Result<(Vec<QuestDbSink>, QuestDbReadings), StoreError> {
+    let reads = connect(config).await?;
+    let visibility = Visibility::start(reads.clone(), &config.table);
+    let sinks = (0..config.senders.max(1))
+        .map(|_| {
+            QuestDbSink::new(
+                config.ilp.clone(),
+                config.table.clone(),
+                ids.clone(),
+                visibility.clone(),
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let readings = QuestDbReadings::new(reads, config.table.clone(), visibility);
+    Ok((sinks, readings))
 }
 
 /// The column an `ALTER TABLE … ADD COLUMN name type` statement adds.

@@ -2,6 +2,8 @@
 //!
 //! Queries carry their values as literals: every one is a UUID or an instant that airq produced
 //! itself, never client text, and the literal form sidesteps type inference of bind variables.
+//! Every query of readings first settles the devices it reads ([`Visibility::settle`]), so it
+//! includes every reading this process acknowledged for them.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -12,6 +14,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::visibility::Visibility;
 use super::{device_list, literal, TableName};
 use crate::domain::timeline::Interval;
 use crate::domain::{
@@ -28,15 +31,27 @@ static SUMS: LazyLock<String> =
 pub struct QuestDbReadings {
     pool: Pool,
     table: TableName,
+    visibility: Visibility,
 }
 
 impl QuestDbReadings {
-    /// Readings in `table`, read through `pool`.
-    pub fn new(pool: Pool, table: TableName) -> Self {
-        Self { pool, table }
+    /// Readings in `table`, read through `pool`, fresh as of what `visibility` was told.
+    pub fn new(pool: Pool, table: TableName, visibility: Visibility) -> Self {
+        Self {
+            pool,
+            table,
+            visibility,
+        }
     }
 
-    async fn query(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
+    /// Runs `sql`, a query of readings of `devices`, once this process's acknowledged batches of
+    /// them are readable.
+    async fn query(&self, devices: &[DeviceUuid], sql: &str) -> Result<Vec<Row>, StoreError> {
+        self.visibility.settle(devices).await;
+        self.run(sql).await
+    }
+
+    async fn run(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
         let client = self.pool.get().await?;
         Ok(client.query(sql, &[]).await?)
     }
@@ -76,10 +91,13 @@ impl QuestDbReadings {
             literal(end)
         );
         let mut readings = self
-            .query(&format!(
-                "{select} AND at {operator} {} ORDER BY at LIMIT {EXPORT_PAGE_ROWS}",
-                literal(from)
-            ))
+            .query(
+                &[device],
+                &format!(
+                    "{select} AND at {operator} {} ORDER BY at LIMIT {EXPORT_PAGE_ROWS}",
+                    literal(from)
+                ),
+            )
             .await?
             .iter()
             .map(raw_reading)
@@ -94,7 +112,7 @@ impl QuestDbReadings {
         if first.at == last {
             // A whole page at one instant: every reading at it, then on after it.
             let at_last = self
-                .query(&format!("{select} AND at = {}", literal(last)))
+                .query(&[device], &format!("{select} AND at = {}", literal(last)))
                 .await?
                 .iter()
                 .map(raw_reading)
@@ -164,11 +182,14 @@ impl ReadingStore for QuestDbReadings {
             return Ok(None);
         }
         let rows = self
-            .query(&format!(
-                "SELECT at FROM {} WHERE device IN ({}) LATEST ON at PARTITION BY device",
-                self.table,
-                device_list(devices)
-            ))
+            .query(
+                devices,
+                &format!(
+                    "SELECT at FROM {} WHERE device IN ({}) LATEST ON at PARTITION BY device",
+                    self.table,
+                    device_list(devices)
+                ),
+            )
             .await?;
         rows.iter().map(|row| Ok(utc(row.try_get(0)?))).try_fold(
             None,
@@ -189,14 +210,17 @@ impl ReadingStore for QuestDbReadings {
             return Ok(Aggregate::default());
         }
         let rows = self
-            .query(&format!(
-                "SELECT {} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
-                *SUMS,
-                self.table,
-                device_list(devices),
-                literal(after),
-                literal(until)
-            ))
+            .query(
+                devices,
+                &format!(
+                    "SELECT {} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
+                    *SUMS,
+                    self.table,
+                    device_list(devices),
+                    literal(after),
+                    literal(until)
+                ),
+            )
             .await?;
         rows.first()
             .map_or(Ok(Aggregate::default()), |row| aggregate(row, 0))
@@ -229,14 +253,17 @@ impl ReadingStore for QuestDbReadings {
             ),
         };
         let rows = self
-            .query(&format!(
-                "SELECT at, {} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
-                *SUMS,
-                self.table,
-                device_list(devices),
-                literal(start),
-                literal(end)
-            ))
+            .query(
+                devices,
+                &format!(
+                    "SELECT at, {} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
+                    *SUMS,
+                    self.table,
+                    device_list(devices),
+                    literal(start),
+                    literal(end)
+                ),
+            )
             .await?;
         for row in &rows {
             // A group of a clipped first month starts before the range: it belongs to bucket 0.
@@ -258,17 +285,20 @@ impl ReadingStore for QuestDbReadings {
         }
         let list = device_list(devices);
         let located = self
-            .query(&format!(
+            .query(
+                devices,
+                &format!(
                 "SELECT device, at, lat, lon, location_provider, aqi, pm2_5, temperature FROM {} \
                  WHERE device IN ({list}) AND lat IS NOT NULL LATEST ON at PARTITION BY device",
                 self.table
-            ))
+            ),
+            )
             .await?;
         if located.is_empty() {
             return Ok(Vec::new());
         }
         let seen: HashMap<DeviceUuid, DateTime<Utc>> = self
-            .query(&format!(
+            .query(devices, &format!(
                 "SELECT device, at FROM {} WHERE device IN ({list}) LATEST ON at PARTITION BY device",
                 self.table
             ))
@@ -314,6 +344,6 @@ impl ReadingStore for QuestDbReadings {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.query("SELECT 1").await.map(drop)
+        self.run("SELECT 1").await.map(drop)
     }
 }

@@ -1,21 +1,23 @@
 //! [`ReadingSink`] on QuestDB: transactional ILP/HTTP flushes, ids from a PostgreSQL sequence.
-
-use std::time::Duration;
+//!
+//! One sink is one ILP/HTTP sender, so one batch writer lane; a process runs several, so several
+//! flushes are in flight. A batch is answered once QuestDB acknowledged its transaction (committed
+//! to the WAL, fsynced in `cairo.commit.mode=sync`); it is recorded with [`Visibility`], which
+//! makes the reads that could see it wait until QuestDB applied it.
 
 use ::questdb::ingress::{Buffer, Sender, TimestampMicros};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 
+use super::visibility::Visibility;
 use super::TableName;
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::{ReadingSink, StoreError};
 
 /// Ids per block taken from the `reading_ids` sequence (its `INCREMENT BY`).
 const ID_BLOCK: u64 = 4096;
-/// Longest wait for QuestDB to make a committed batch visible to reads.
-const VISIBILITY_WAIT: Duration = Duration::from_secs(2);
 
-/// The batch writer's side of QuestDB.
+/// One batch writer lane's side of QuestDB.
 pub struct QuestDbSink {
     ilp: String,
     table: TableName,
@@ -24,9 +26,9 @@ pub struct QuestDbSink {
     ids: Pool,
     next: u64,
     end: u64,
-    reads: Pool,
-    /// The server's runtime: PG-wire connections are driven there, never on the writer thread's
-    /// own runtime, which blocks during ILP flushes (and has no IO driver).
+    visibility: Visibility,
+    /// The server's runtime: PG-wire connections are driven there, never on the lane's own
+    /// runtime, which blocks during ILP flushes (and has no IO driver).
     runtime: tokio::runtime::Handle,
 }
 
@@ -40,9 +42,14 @@ impl std::fmt::Debug for QuestDbSink {
 
 impl QuestDbSink {
     /// A sink writing to `table` through the ILP configuration `ilp`, taking ids from the
-    /// PostgreSQL pool `ids` and checking visibility through the PG-wire pool `reads`; both pools
-    /// are used on the runtime this is called from.
-    pub fn new(ilp: String, table: TableName, ids: Pool, reads: Pool) -> Result<Self, StoreError> {
+    /// PostgreSQL pool `ids` (used on the runtime this is called from) and recording what QuestDB
+    /// acknowledged in `visibility`.
+    pub fn new(
+        ilp: String,
+        table: TableName,
+        ids: Pool,
+        visibility: Visibility,
+    ) -> Result<Self, StoreError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Config("the QuestDB sink needs a runtime".into()))?;
         Ok(Self {
@@ -53,7 +60,7 @@ impl QuestDbSink {
             ids,
             next: 0,
             end: 0,
-            reads,
+            visibility,
             runtime,
         })
     }
@@ -107,34 +114,6 @@ impl QuestDbSink {
         }
         Ok(flushed?)
     }
-
-    /// Waits until QuestDB has applied every committed WAL transaction of the table (bounded:
-    /// the data is durable either way, this only makes it readable before the 201).
-    async fn await_visibility(&self) -> Result<(), StoreError> {
-        let pool = self.reads.clone();
-        let query = format!(
-            "SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{}'",
-            self.table
-        );
-        let deadline = std::time::Instant::now() + VISIBILITY_WAIT;
-        self.runtime
-            .spawn(async move {
-                let client = pool.get().await?;
-                loop {
-                    let row = client.query_opt(query.as_str(), &[]).await?;
-                    let applied = row.is_none_or(|row| {
-                        let writer: Option<i64> = row.get(0);
-                        let sequencer: Option<i64> = row.get(1);
-                        writer >= sequencer
-                    });
-                    if applied || std::time::Instant::now() >= deadline {
-                        return Ok(());
-                    }
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-            })
-            .await?
-    }
 }
 
 #[async_trait]
@@ -166,14 +145,12 @@ impl ReadingSink for QuestDbSink {
         Ok(ids)
     }
 
-    /// Blocks the writer thread for the HTTP round trip; nothing else runs there.
+    /// Blocks the lane's thread for the HTTP round trip; nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.fill(batch)?;
         self.flush()?;
-        if let Err(error) = self.await_visibility().await {
-            // Committed is committed: the rows are durable and become readable shortly.
-            tracing::warn!(error = %crate::telemetry::chain(&error), "could not confirm that QuestDB applied the batch");
-        }
+        self.visibility
+            .acknowledged(batch.iter().map(|row| row.device));
         Ok(())
     }
 }
