@@ -122,9 +122,9 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
     loop {
         let stopping = progress.stop.load(Ordering::Acquire);
         match db.write_blocking(fold_chunk) {
-            Ok(Some((folded, devices))) => {
-                db.unfolded().forget_folded(folded, devices);
-                progress.folded.store(folded, Ordering::Release);
+            Ok(Some(Folded { through, devices })) => {
+                db.unfolded().forget_folded(through, devices);
+                progress.folded.store(through, Ordering::Release);
                 continue;
             }
             Ok(None) if stopping => break,
@@ -150,9 +150,17 @@ struct Replaced {
     located: bool,
 }
 
-/// Folds up to [`CHUNK`] rows past the watermark in one transaction; the new watermark and the
-/// devices whose rows were folded, or `None` when there was nothing to fold.
-fn fold_chunk(connection: &mut Connection) -> Result<Option<(i64, Vec<[u8; 16]>)>, StoreError> {
+/// What one fold transaction committed.
+struct Folded {
+    /// The new watermark.
+    through: i64,
+    /// The devices whose rows it folded.
+    devices: Vec<[u8; 16]>,
+}
+
+/// Folds up to [`CHUNK`] rows past the watermark in one transaction, or answers `None` when
+/// there was nothing to fold.
+fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError> {
     let transaction = connection.transaction()?;
     let watermark = folded_id(&transaction)?;
     let rows: Vec<LoggedRow> = transaction
@@ -225,7 +233,10 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<(i64, Vec<[u8; 16]>)
         .prepare_cached("INSERT INTO counters (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value")?
         .execute(params![FOLDED_ID, last])?;
     transaction.commit()?;
-    Ok(Some((last, last_seen.into_keys().collect())))
+    Ok(Some(Folded {
+        through: last,
+        devices: last_seen.into_keys().collect(),
+    }))
 }
 
 /// The columns of `device_latest` describing the latest located sample.
