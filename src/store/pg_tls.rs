@@ -160,25 +160,32 @@ fn connector(check: Check, roots: &Roots) -> Result<rustls::ClientConfig, PgTlsE
         Check::ChainAndName => builder.with_root_certificates(roots.store()?),
         Check::Chain => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ChainOnly {
-                roots: Arc::new(roots.store()?),
+            .with_custom_certificate_verifier(Arc::new(WithoutName {
+                roots: Some(Arc::new(roots.store()?)),
                 provider,
             })),
         Check::Nothing => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptionOnly { provider })),
+            .with_custom_certificate_verifier(Arc::new(WithoutName {
+                roots: None,
+                provider,
+            })),
     };
     Ok(config.with_no_client_auth())
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name in it is not looked at.
+/// The certificate checks rustls has no ready verifier for. With `roots` (`verify-ca`), the chain
+/// must lead to a trusted root and the name in it is not looked at; without (libpq's `prefer` and
+/// `require` without `sslrootcert`), any certificate is accepted: the connection is encrypted, not
+/// authenticated. Either way the handshake signature is checked, so the server holds the key of
+/// the certificate it shows.
 #[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
+struct WithoutName {
+    roots: Option<Arc<RootCertStore>>,
     provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for WithoutName {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -187,69 +194,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &certificate,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
-/// libpq's `prefer` and `require` without `sslrootcert`: any certificate is accepted (the
-/// connection is encrypted, not authenticated); the handshake signature is still checked, so the
-/// server holds the key of the certificate it shows.
-#[derive(Debug)]
-struct EncryptionOnly {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for EncryptionOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
+        if let Some(roots) = &self.roots {
+            let certificate = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &certificate,
+                roots,
+                intermediates,
+                now,
+                self.provider.signature_verification_algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 

@@ -134,53 +134,36 @@ async fn conforming_answers_pass() {
 #[tokio::test]
 async fn a_body_that_drifts_from_its_schema_is_caught() {
     let contract = served().await;
+    // `GET /api/v1/devices` answering 200 with `device` as its one entry.
+    let listed = |device: &Value| {
+        check(
+            &contract,
+            Method::GET,
+            "/api/v1/devices",
+            200,
+            &headers(&[JSON]),
+            &bytes(&json!({ "data": [device] })),
+        )
+    };
     let mut wrong = device();
     wrong["id"] = json!("42");
-    let violations = check(
-        &contract,
-        Method::GET,
-        "/api/v1/devices",
-        200,
-        &headers(&[JSON]),
-        &bytes(&json!({ "data": [wrong] })),
-    );
+    let violations = listed(&wrong);
     assert_caught(&violations, "GET /api/v1/devices → 200");
     assert_caught(&violations, "at /data/0/id");
 
     let mut extra = device();
     extra["owner"] = json!("alice");
-    let violations = check(
-        &contract,
-        Method::GET,
-        "/api/v1/devices",
-        200,
-        &headers(&[JSON]),
-        &bytes(&json!({ "data": [extra] })),
-    );
+    let violations = listed(&extra);
     assert_caught(&violations, "owner");
 
     let mut missing = device();
     missing.as_object_mut().expect("object").remove("name");
-    let violations = check(
-        &contract,
-        Method::GET,
-        "/api/v1/devices",
-        200,
-        &headers(&[JSON]),
-        &bytes(&json!({ "data": [missing] })),
-    );
+    let violations = listed(&missing);
     assert_caught(&violations, "name");
 
     let mut seconds = device();
     seconds["created_at"] = json!("2026-11-21T14:03:27Z");
-    let violations = check(
-        &contract,
-        Method::GET,
-        "/api/v1/devices",
-        200,
-        &headers(&[JSON]),
-        &bytes(&json!({ "data": [seconds] })),
-    );
+    let violations = listed(&seconds);
     assert_caught(&violations, "at /data/0/created_at");
 
     let violations = check(

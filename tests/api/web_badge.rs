@@ -18,6 +18,15 @@ fn badge_path(device: &Value) -> String {
     )
 }
 
+/// The badge of `device`, as served.
+async fn badge(app: &TestApp, device: &Value) -> String {
+    app.get_public(&badge_path(device))
+        .await
+        .text()
+        .await
+        .expect("text")
+}
+
 #[tokio::test]
 async fn the_badge_shows_the_current_aqi_in_its_category_colour() {
     let app = TestApp::spawn().await;
@@ -67,12 +76,7 @@ async fn the_badge_answers_304_while_the_aqi_is_unchanged_and_200_once_it_change
 async fn a_silent_device_has_a_grey_no_data_badge() {
     let app = TestApp::spawn().await;
     let device = public_device(&app).await;
-    let svg = app
-        .get_public(&badge_path(&device))
-        .await
-        .text()
-        .await
-        .expect("text");
+    let svg = badge(&app, &device).await;
     assert!(svg.contains("no data"));
 }
 
@@ -85,12 +89,7 @@ async fn an_offline_device_says_so_instead_of_showing_an_old_value_as_current() 
         &measured(sample_with(42, 5.0, 20.0), Utc::now() - TimeDelta::hours(2)),
     )
     .await;
-    let svg = app
-        .get_public(&badge_path(&device))
-        .await
-        .text()
-        .await
-        .expect("text");
+    let svg = badge(&app, &device).await;
     assert!(svg.contains("42 offline"));
 }
 

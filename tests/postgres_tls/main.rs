@@ -68,14 +68,24 @@ async fn server_connections_use_tls(postgres: &TlsPostgres) -> Vec<bool> {
     flags
 }
 
-/// A server with its devices in the instance at `url`; it registers a device and lists it, so
-/// the device store's connections are in use.
-async fn serving(url: String) -> TestApp {
+/// Serves with its devices in the instance at `url` (registering a device and listing it, so the
+/// device store's connections are in use) and checks that every connection it holds there is
+/// encrypted, or that none is.
+async fn assert_served(postgres: &TlsPostgres, url: String, tls: bool) {
     let app = TestApp::spawn_with(move |config| config.postgres_url = Some(url)).await;
     let device = app.register_named("alice", "Balcony").await;
     let listed = app.data_as("alice", "/devices").await;
     assert_eq!(listed[0]["id"], device["id"]);
-    app
+    assert!(server_connections_use_tls(postgres)
+        .await
+        .iter()
+        .all(|ssl| *ssl == tls));
+    app.stop().await;
+}
+
+/// The query of `sslmode` with `sslrootcert` naming `ca`'s certificate.
+fn with_root(mode: &str, ca: &TestCa) -> String {
+    format!("sslmode={mode}&sslrootcert={}", ca.cert_file().display())
 }
 
 /// Why a server with its devices at `url` does not start.
@@ -98,12 +108,12 @@ async fn sslmode_require_connects_over_tls() {
     let Some(setup) = setup("sslmode_require_connects_over_tls") else {
         return;
     };
-    let app = serving(setup.postgres.url("127.0.0.1", "sslmode=require")).await;
-    assert!(server_connections_use_tls(&setup.postgres)
-        .await
-        .iter()
-        .all(|ssl| *ssl));
-    app.stop().await;
+    assert_served(
+        &setup.postgres,
+        setup.postgres.url("127.0.0.1", "sslmode=require"),
+        true,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -115,12 +125,7 @@ async fn without_sslmode_tls_is_used_when_the_server_offers_it() {
         "postgres://postgres@127.0.0.1:{}/postgres?application_name=airq-tls-test",
         setup.postgres.port
     );
-    let app = serving(url).await;
-    assert!(server_connections_use_tls(&setup.postgres)
-        .await
-        .iter()
-        .all(|ssl| *ssl));
-    app.stop().await;
+    assert_served(&setup.postgres, url, true).await;
 }
 
 #[tokio::test]
@@ -128,12 +133,12 @@ async fn sslmode_disable_connects_in_plain_text() {
     let Some(setup) = setup("sslmode_disable_connects_in_plain_text") else {
         return;
     };
-    let app = serving(setup.postgres.url("127.0.0.1", "sslmode=disable")).await;
-    assert!(server_connections_use_tls(&setup.postgres)
-        .await
-        .iter()
-        .all(|ssl| !*ssl));
-    app.stop().await;
+    assert_served(
+        &setup.postgres,
+        setup.postgres.url("127.0.0.1", "sslmode=disable"),
+        false,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -141,16 +146,13 @@ async fn verify_full_with_the_servers_ca_connects_over_tls() {
     let Some(setup) = setup("verify_full_with_the_servers_ca_connects_over_tls") else {
         return;
     };
-    let query = format!(
-        "sslmode=verify-full&sslrootcert={}",
-        setup.ca.cert_file().display()
-    );
-    let app = serving(setup.postgres.url("localhost", &query)).await;
-    assert!(server_connections_use_tls(&setup.postgres)
-        .await
-        .iter()
-        .all(|ssl| *ssl));
-    app.stop().await;
+    let query = with_root("verify-full", &setup.ca);
+    assert_served(
+        &setup.postgres,
+        setup.postgres.url("localhost", &query),
+        true,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -160,10 +162,7 @@ async fn verify_full_with_another_ca_stops_the_start_naming_the_certificate() {
         return;
     };
     let other = TestCa::new("another CA");
-    let query = format!(
-        "sslmode=verify-full&sslrootcert={}",
-        other.cert_file().display()
-    );
+    let query = with_root("verify-full", &other);
     let failure = start_failure(setup.postgres.url("localhost", &query)).await;
     assert!(
         failure.contains("invalid peer certificate") && failure.contains("UnknownIssuer"),
@@ -176,10 +175,7 @@ async fn verify_full_refuses_a_certificate_for_another_host_name() {
     let Some(setup) = setup("verify_full_refuses_a_certificate_for_another_host_name") else {
         return;
     };
-    let query = format!(
-        "sslmode=verify-full&sslrootcert={}",
-        setup.ca.cert_file().display()
-    );
+    let query = with_root("verify-full", &setup.ca);
     // The certificate names `localhost`, not the address connected to.
     let failure = start_failure(setup.postgres.url("127.0.0.1", &query)).await;
     assert!(failure.contains("not valid for name"), "{failure}");
@@ -190,16 +186,13 @@ async fn verify_ca_accepts_the_servers_ca_whatever_the_host_name() {
     let Some(setup) = setup("verify_ca_accepts_the_servers_ca_whatever_the_host_name") else {
         return;
     };
-    let query = format!(
-        "sslmode=verify-ca&sslrootcert={}",
-        setup.ca.cert_file().display()
-    );
-    let app = serving(setup.postgres.url("127.0.0.1", &query)).await;
-    assert!(server_connections_use_tls(&setup.postgres)
-        .await
-        .iter()
-        .all(|ssl| *ssl));
-    app.stop().await;
+    let query = with_root("verify-ca", &setup.ca);
+    assert_served(
+        &setup.postgres,
+        setup.postgres.url("127.0.0.1", &query),
+        true,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -209,10 +202,7 @@ async fn require_with_a_root_certificate_checks_the_chain_as_libpq_does() {
         return;
     };
     let other = TestCa::new("another CA");
-    let query = format!(
-        "sslmode=require&sslrootcert={}",
-        other.cert_file().display()
-    );
+    let query = with_root("require", &other);
     let failure = start_failure(setup.postgres.url("127.0.0.1", &query)).await;
     assert!(failure.contains("UnknownIssuer"), "{failure}");
 }
