@@ -334,3 +334,87 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
         );
     }
 }
+
+/// The pm2.5 mean of each point of a custom range, by label.
+async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
+    let points = app
+        .data_as("alice", &format!("/air-quality/custom?{query}"))
+        .await;
+    points
+        .as_array()
+        .expect("points")
+        .iter()
+        .map(|point| {
+            (
+                point["label"].as_str().expect("label").to_owned(),
+                point["metrics"]["pm2_5"].as_f64().expect("pm2_5"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tail() {
+    // Folded, a Berlin or Kolkata day is a UTC day with the quarter hours between each edge and
+    // the nearest midnight added or taken away: the means must not change when the fold runs.
+    let times = [
+        "2026-11-19T22:45:00Z", // Berlin 20th 23:45, Kolkata 20th 04:15
+        "2026-11-19T23:10:00Z", // Berlin 20th 00:10
+        "2026-11-20T00:05:00Z",
+        "2026-11-20T12:00:00Z",
+        "2026-11-20T18:40:00Z", // Kolkata 21st 00:10
+        "2026-11-20T22:50:00Z", // Berlin 20th 23:50
+        "2026-11-20T23:20:00Z", // Berlin 21st 00:20
+        "2026-11-21T23:59:00Z",
+    ];
+    let app = app_folding_every(times.len() as i64).await;
+    app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
+    let device = app.register_named("alice", "balcony").await;
+    for (index, at) in times.iter().enumerate() {
+        let pm2_5 = 1.1 + 2.37 * index as f64;
+        app.upload_ok(
+            &device,
+            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
+        )
+        .await;
+    }
+    let queries = [
+        "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin",
+        "start_date=2026-11-19&end_date=2026-11-22&tz=Asia/Kolkata",
+        "start_date=2026-11-19&end_date=2026-11-22",
+        "start_date=2026-11-01&end_date=2026-11-30&interval=month&tz=Europe/Berlin",
+        "start_date=2026-11-20&end_date=2026-11-21&interval=hour&tz=Europe/Berlin",
+    ];
+    let mut before = Vec::new();
+    for query in queries {
+        before.push(pm2_5_by_label(&app, query).await);
+    }
+    until_folded(&app, times.len() as i64).await;
+    for (query, before) in queries.into_iter().zip(before) {
+        let after = pm2_5_by_label(&app, query).await;
+        assert_eq!(
+            after.len(),
+            before.len(),
+            "{query}: {after:?} vs {before:?}"
+        );
+        for ((label, folded), (label_before, tail)) in after.iter().zip(&before) {
+            assert_eq!(label, label_before, "{query}");
+            assert!(
+                (folded - tail).abs() < 1e-9,
+                "{query} {label}: {folded} vs {tail}"
+            );
+        }
+    }
+    // Berlin's 20th: 00:10, 01:05, 13:00, 19:40 and 23:50 local.
+    let berlin = pm2_5_by_label(&app, queries[0]).await;
+    let expected = [1, 2, 3, 4, 5]
+        .map(|i| 1.1 + 2.37 * f64::from(i))
+        .iter()
+        .sum::<f64>()
+        / 5.0;
+    let day = berlin
+        .iter()
+        .find(|(label, _)| label == "2026-11-20")
+        .expect("the 20th");
+    assert!((day.1 - expected).abs() < 1e-9, "{day:?} vs {expected}");
+}

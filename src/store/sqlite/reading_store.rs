@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::export_pages;
 use super::ingest::tail::Tail;
-use super::rollup::{pieces, Rollup};
+use super::rollup::{cover, runs, Piece, SlotSums};
 use super::{device_bytes, from_micros, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
@@ -70,14 +70,6 @@ static SUM_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "count(*), {}",
         columns::each(|name| format!("coalesce(sum(r.{name}), 0)"))
-    )
-});
-
-/// `count, one sum per value` over rollups.
-static ROLLUP_COLUMNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "coalesce(sum(samples), 0), {}",
-        columns::each(|name| format!("coalesce(sum({name}_sum), 0)"))
     )
 });
 
@@ -153,38 +145,16 @@ impl ReadingStore for SqliteReadings {
         devices: &[DeviceUuid],
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
-        let pieces: Vec<Vec<(Rollup, i64, i64)>> = plan
+        let covers: Vec<Vec<Piece>> = plan
             .buckets
             .iter()
-            .map(|bucket| pieces(bucket.start, bucket.end))
+            .map(|bucket| cover(bucket.start, bucket.end))
             .collect();
         let starts: Vec<i64> = plan.buckets.iter().map(|b| to_micros(b.start)).collect();
         let end = plan.buckets.last().map_or(i64::MIN, |b| to_micros(b.end));
         self.with_tail(devices, move |connection, devices, tail| {
-            let sql = |rollup: Rollup| {
-                format!(
-                    "SELECT {} FROM {} WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
-                    *ROLLUP_COLUMNS,
-                    rollup.table()
-                )
-            };
-            let mut quarters = connection.prepare_cached(&sql(Rollup::Quarter))?;
-            let mut days = connection.prepare_cached(&sql(Rollup::Day))?;
-            let mut sums = pieces
-                .into_iter()
-                .map(|parts| {
-                    let mut sum = Aggregate::default();
-                    for (rollup, from, to) in parts {
-                        let statement = match rollup {
-                            Rollup::Quarter => &mut quarters,
-                            Rollup::Day => &mut days,
-                        };
-                        sum += statement
-                            .query_row(params![Rc::clone(devices), from, to], read_aggregate)?;
-                    }
-                    Ok(sum)
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
+            let slots = SlotSums::read(connection, devices, &runs(covers.iter().flatten()))?;
+            let mut sums: Vec<Aggregate> = covers.iter().map(|pieces| slots.sum(pieces)).collect();
             let bucket_of = |at: i64| {
                 (at < end)
                     .then(|| starts.partition_point(|start| *start <= at).checked_sub(1))

@@ -3,21 +3,27 @@
 //!
 //! Two resolutions: quarter hours answer any calendar bucket of any zone exactly (every offset is
 //! a multiple of 15 minutes); UTC days answer the whole days inside a long bucket, so a month
-//! costs about 30 rows per device instead of about 2,900. The fold keeps both, adding what it
-//! folds and subtracting what a replacing reading took the place of.
+//! costs about 30 rows per device instead of about 2,900. A bucket whose edges are not at UTC
+//! midnight takes the quarter hours between each edge and its nearest midnight, added or taken
+//! away ([`cover`]): a Berlin day is one day row and eight quarter rows, not 96. A plan's buckets
+//! are contiguous, so all of them are read with one range query per resolution ([`runs`],
+//! [`SlotSums`]), not one per bucket. The fold keeps both resolutions, adding what it folds and
+//! subtracting what a replacing reading took the place of.
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
+use rusqlite::types::Value;
+use rusqlite::{params, Connection};
 
-use super::bind_values;
+use super::{bind_values, read_values};
 use crate::domain::measure::COUNT;
-use crate::domain::Measurements;
+use crate::domain::{Aggregate, Measurements};
 use crate::store::{columns, StoreError};
 
 /// A rollup resolution.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Rollup {
     Quarter,
     Day,
@@ -111,24 +117,173 @@ impl Deltas {
     }
 }
 
-/// The slot ranges `[from, to)` that together cover `[start, end)` exactly (both on quarter
-/// hours): whole UTC days from the day rollups, the rest from the quarter-hour rollups.
-pub(super) fn pieces(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<(Rollup, i64, i64)> {
-    let quarter = |from: i64, to: i64| (Rollup::Quarter, from / 900, to / 900);
+/// A range of slots `[from, to)` of one rollup, added to a bucket's sums or taken away from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Piece {
+    pub(super) rollup: Rollup,
+    pub(super) from: i64,
+    pub(super) to: i64,
+    /// Whether the range is taken away (it lies outside the bucket, inside a day it counts).
+    pub(super) negative: bool,
+}
+
+impl Piece {
+    fn new(rollup: Rollup, from: i64, to: i64, negative: bool) -> Self {
+        Self {
+            rollup,
+            from,
+            to,
+            negative,
+        }
+    }
+
+    fn rows(&self) -> i64 {
+        self.to - self.from
+    }
+}
+
+/// The pieces whose signed sum is exactly `[start, end)` (both on quarter hours), reading as few
+/// rollup rows as possible: the quarter hours alone, or whole UTC days from the day rollups with
+/// the quarter hours between each edge and its nearest midnight added or taken away. A Berlin
+/// day (23:00 to 23:00 UTC) is one day row plus four quarter rows at each end instead of 96
+/// quarter rows; a UTC day or month has no quarter rows at all.
+pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
+    const DAY: i64 = 86_400;
+    const QUARTER: i64 = 900;
     let (start, end) = (start.timestamp(), end.timestamp());
-    let first_day = start.div_euclid(86_400) + i64::from(start.rem_euclid(86_400) != 0);
-    let last_day = end.div_euclid(86_400);
-    if first_day >= last_day {
-        return vec![quarter(start, end)];
+    let mut best = vec![Piece::new(
+        Rollup::Quarter,
+        start / QUARTER,
+        end / QUARTER,
+        false,
+    )];
+    let cost = |pieces: &[Piece]| pieces.iter().map(Piece::rows).sum::<i64>();
+    let midnights = |at: i64| {
+        let before = at.div_euclid(DAY);
+        [before, before + i64::from(at.rem_euclid(DAY) != 0)]
+    };
+    for first in midnights(start) {
+        for last in midnights(end) {
+            if first >= last {
+                continue;
+            }
+            let mut pieces = vec![Piece::new(Rollup::Day, first, last, false)];
+            let (from, to) = (first * DAY, last * DAY);
+            if from != start {
+                let (a, b) = (from.min(start), from.max(start));
+                pieces.push(Piece::new(
+                    Rollup::Quarter,
+                    a / QUARTER,
+                    b / QUARTER,
+                    from < start,
+                ));
+            }
+            if to != end {
+                let (a, b) = (to.min(end), to.max(end));
+                pieces.push(Piece::new(
+                    Rollup::Quarter,
+                    a / QUARTER,
+                    b / QUARTER,
+                    to > end,
+                ));
+            }
+            // Ties go to the cover without negative pieces: its sums are added only.
+            let negatives = |pieces: &[Piece]| pieces.iter().filter(|piece| piece.negative).count();
+            if (cost(&pieces), negatives(&pieces)) < (cost(&best), negatives(&best)) {
+                best = pieces;
+            }
+        }
     }
-    let mut parts = vec![(Rollup::Day, first_day, last_day)];
-    if start < first_day * 86_400 {
-        parts.push(quarter(start, first_day * 86_400));
+    best
+}
+
+/// The slot ranges to read for `pieces`, one per rollup and run of touching or overlapping
+/// ranges, so a plan of contiguous buckets costs one query per rollup and run, not one per bucket.
+pub(super) fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<(Rollup, i64, i64)> {
+    let mut ranges: Vec<(usize, i64, i64)> = pieces
+        .into_iter()
+        .map(|piece| (piece.rollup as usize, piece.from, piece.to))
+        .collect();
+    ranges.sort_unstable();
+    let mut runs: Vec<(usize, i64, i64)> = Vec::with_capacity(ranges.len());
+    for (rollup, from, to) in ranges {
+        match runs.last_mut() {
+            Some(last) if last.0 == rollup && from <= last.2 => last.2 = last.2.max(to),
+            _ => runs.push((rollup, from, to)),
+        }
     }
-    if last_day * 86_400 < end {
-        parts.push(quarter(last_day * 86_400, end));
+    runs.into_iter()
+        .map(|(index, from, to)| (Rollup::ALL[index], from, to))
+        .collect()
+}
+
+/// The folded sums of every slot of some runs, pooled over the asked devices.
+pub(super) struct SlotSums {
+    /// Per run: its rollup, first slot, and per slot the pooled sample count and sums.
+    runs: Vec<(Rollup, i64, Vec<(i64, Measurements)>)>,
+}
+
+impl SlotSums {
+    /// Reads `runs` for the devices in `devices` (an `rarray`): one range query per run.
+    pub(super) fn read(
+        connection: &Connection,
+        devices: &Rc<Vec<Value>>,
+        runs: &[(Rollup, i64, i64)],
+    ) -> Result<Self, StoreError> {
+        let mut read = Vec::with_capacity(runs.len());
+        for &(rollup, from, to) in runs {
+            let mut statement = connection.prepare_cached(&format!(
+                "SELECT slot, samples, {} FROM {} \
+                 WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
+                columns::each(|name| format!("{name}_sum")),
+                rollup.table()
+            ))?;
+            let length = usize::try_from(to - from).unwrap_or(0);
+            let mut slots = vec![(0, Measurements::default()); length];
+            let mut rows = statement.query(params![Rc::clone(devices), from, to])?;
+            while let Some(row) = rows.next()? {
+                let index = usize::try_from(row.get::<_, i64>(0)? - from).unwrap_or(usize::MAX);
+                if let Some(slot) = slots.get_mut(index) {
+                    slot.0 += row.get::<_, i64>(1)?;
+                    slot.1 += read_values(row, 2)?;
+                }
+            }
+            read.push((rollup, from, slots));
+        }
+        Ok(Self { runs: read })
     }
-    parts
+
+    /// The signed sum of `pieces` (each lies inside one run read).
+    pub(super) fn sum(&self, pieces: &[Piece]) -> Aggregate {
+        let mut count = 0i64;
+        let mut sums = Measurements::default();
+        for piece in pieces {
+            let Some((_, first, slots)) = self.runs.iter().find(|(rollup, from, slots)| {
+                *rollup == piece.rollup
+                    && *from <= piece.from
+                    && piece.to <= from + i64::try_from(slots.len()).unwrap_or(0)
+            }) else {
+                continue;
+            };
+            let range = usize::try_from(piece.from - first).unwrap_or(0)
+                ..usize::try_from(piece.to - first).unwrap_or(0);
+            for (samples, values) in slots.get(range).unwrap_or_default() {
+                if piece.negative {
+                    count -= samples;
+                    for (measure, value) in values.iter() {
+                        sums[measure] -= value;
+                    }
+                } else {
+                    count += samples;
+                    sums += *values;
+                }
+            }
+        }
+        Aggregate {
+            count: u64::try_from(count).unwrap_or(0),
+            sums,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -141,34 +296,78 @@ mod tests {
             .unwrap_or_default()
     }
 
-    fn covered(parts: &[(Rollup, i64, i64)]) -> i64 {
+    fn covered(parts: &[Piece]) -> i64 {
         parts
             .iter()
-            .map(|(rollup, from, to)| (to - from) * rollup.seconds())
+            .map(|piece| {
+                let seconds = piece.rows() * piece.rollup.seconds();
+                if piece.negative {
+                    -seconds
+                } else {
+                    seconds
+                }
+            })
             .sum()
     }
 
-    #[test]
-    fn a_berlin_month_is_whole_utc_days_plus_quarter_hour_edges() {
-        let (start, end) = (at("2026-10-31T23:00:00Z"), at("2026-11-30T23:00:00Z"));
-        let parts = pieces(start, end);
-        assert_eq!(covered(&parts), (end - start).num_seconds());
-        assert!(matches!(parts[0], (Rollup::Day, _, _)));
-        assert_eq!(parts[0].2 - parts[0].1, 29);
+    fn rows(parts: &[Piece]) -> i64 {
+        parts.iter().map(Piece::rows).sum()
     }
 
     #[test]
-    fn a_kolkata_day_has_no_whole_utc_day_inside() {
-        let (start, end) = (at("2026-11-20T18:30:00Z"), at("2026-11-21T18:30:00Z"));
-        let parts = pieces(start, end);
-        assert_eq!(parts.len(), 1);
+    fn a_berlin_month_is_whole_utc_days_and_an_hour_at_each_end() {
+        let (start, end) = (at("2026-10-31T23:00:00Z"), at("2026-11-30T23:00:00Z"));
+        let parts = cover(start, end);
+        assert_eq!(covered(&parts), (end - start).num_seconds());
+        assert_eq!(parts[0].rollup, Rollup::Day);
+        assert_eq!(rows(&parts), 30 + 4 + 4);
+    }
+
+    #[test]
+    fn a_berlin_day_is_one_day_row_plus_its_edges() {
+        let (start, end) = (at("2026-11-20T23:00:00Z"), at("2026-11-21T23:00:00Z"));
+        let parts = cover(start, end);
         assert_eq!(covered(&parts), 86_400);
+        assert_eq!(rows(&parts), 1 + 4 + 4);
+    }
+
+    #[test]
+    fn a_kolkata_day_takes_its_edges_to_the_nearer_midnight() {
+        let (start, end) = (at("2026-11-20T18:30:00Z"), at("2026-11-21T18:30:00Z"));
+        let parts = cover(start, end);
+        assert_eq!(covered(&parts), 86_400);
+        assert_eq!(rows(&parts), 1 + 22 + 22);
+    }
+
+    #[test]
+    fn an_hour_is_its_quarter_hours() {
+        let parts = cover(at("2026-11-21T05:00:00Z"), at("2026-11-21T06:00:00Z"));
+        let from = at("2026-11-21T05:00:00Z").timestamp() / 900;
+        assert_eq!(
+            parts,
+            vec![Piece::new(Rollup::Quarter, from, from + 4, false)]
+        );
     }
 
     #[test]
     fn a_utc_day_is_one_day_row() {
-        let parts = pieces(at("2026-11-21T00:00:00Z"), at("2026-11-22T00:00:00Z"));
+        let parts = cover(at("2026-11-21T00:00:00Z"), at("2026-11-22T00:00:00Z"));
         assert_eq!(parts.len(), 1);
-        assert!(matches!(parts[0], (Rollup::Day, _, _)));
+        assert!(matches!(parts[0].rollup, Rollup::Day));
+    }
+
+    #[test]
+    fn contiguous_buckets_are_read_in_one_run_per_rollup() {
+        let hours: Vec<Piece> = (0..24)
+            .flat_map(|hour| {
+                cover(
+                    at("2026-11-21T00:00:00Z") + chrono::TimeDelta::hours(hour),
+                    at("2026-11-21T01:00:00Z") + chrono::TimeDelta::hours(hour),
+                )
+            })
+            .collect();
+        let read = runs(&hours);
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].2 - read[0].1, 96);
     }
 }
