@@ -367,7 +367,9 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
         "2026-11-20T23:20:00Z", // Berlin 21st 00:20
         "2026-11-21T23:59:00Z",
     ];
-    let app = app_folding_every(times.len() as i64).await;
+    // One more reading, of another owner, sets the fold off once the tail has been read.
+    let rows = times.len() as i64 + 1;
+    let app = app_folding_every(rows).await;
     app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
     let device = app.register_named("alice", "balcony").await;
     for (index, at) in times.iter().enumerate() {
@@ -389,7 +391,10 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
     for query in queries {
         before.push(pm2_5_by_label(&app, query).await);
     }
-    until_folded(&app, times.len() as i64).await;
+    assert_eq!(folded(&app), 0, "the first reads went through the tail");
+    let other = app.register_named("bob", "elsewhere").await;
+    app.upload_ok(&other, &sample_with(10, 1.0, 20.0)).await;
+    until_folded(&app, rows).await;
     for (query, before) in queries.into_iter().zip(before) {
         let after = pm2_5_by_label(&app, query).await;
         assert_eq!(
