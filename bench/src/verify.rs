@@ -2,9 +2,10 @@
 //! readings the server stored for it.
 //!
 //! Two ways to count what is stored:
-//! - `sqlite` (exact, the default when the file is there): `SELECT count(*) FROM readings WHERE
-//!   device = ?` per device on `<data-dir>/airq.db`, opened read-only beside the running server
-//!   (WAL lets a reader in while the server writes). A 201 is sent only after its batch
+//! - `sqlite` (exact, the default when the file is there): the rows per device of `readings` in
+//!   `<data-dir>/airq.db` plus those of the ingestion log (`ingest.db`) past the fold's watermark,
+//!   in one read transaction, opened read-only beside the running server (WAL lets a reader in
+//!   while the server writes). A 201 is sent only after its batch
 //!   committed, so every acknowledged reading must already be visible. A count taken before the
 //!   run is subtracted, so a reused fleet is checked too.
 //! - `questdb` (exact, the default when there is no SQLite file but `AIRQ_QUESTDB_PG` is set):
@@ -20,6 +21,7 @@
 //! Stored > acknowledged is reported apart ("extra"): a request that timed out on the client may
 //! still have been committed. Stored < acknowledged is loss.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -150,13 +152,35 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
     )
     .map_err(|error| format!("opening {} read-only: {error}", db.display()))?;
     connection.busy_timeout(Duration::from_secs(10))?;
-    let mut statement = connection.prepare("SELECT count(*) FROM readings WHERE device = ?1")?;
-    ids.iter()
-        .map(|id| {
-            let count: i64 = statement.query_row([id.as_slice()], |row| row.get(0))?;
-            Ok(u64::try_from(count).unwrap_or(0))
-        })
-        .collect()
+    // A server from before the ingestion log appended to `readings` alone.
+    let log = db.with_file_name("ingest.db");
+    let logged = if log.exists() {
+        connection.execute("ATTACH DATABASE ?1 AS log", [log.to_string_lossy().as_ref()])?;
+        " UNION ALL SELECT device, count(*) FROM log.log WHERE id > \
+           (SELECT coalesce(max(value), 0) FROM main.counters WHERE name = 'folded_id') \
+         GROUP BY device"
+    } else {
+        ""
+    };
+    // One read transaction, the log's snapshot first: a row the fold moves into `readings` after
+    // it is in the later snapshot of airq.db, and one it moved before is below the watermark.
+    connection.execute_batch("BEGIN")?;
+    if log.exists() {
+        connection.query_row("SELECT count(*) FROM log.log", [], |row| row.get::<_, i64>(0))?;
+    }
+    let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut statement = connection.prepare(&format!(
+        "SELECT device, count(*) FROM main.readings GROUP BY device{logged}"
+    ))?;
+    let mut rows = statement.query([])?;
+    while let Some(row) = rows.next()? {
+        let count: i64 = row.get(1)?;
+        *counts.entry(row.get(0)?).or_default() += u64::try_from(count).unwrap_or(0);
+    }
+    Ok(ids
+        .iter()
+        .map(|id| counts.get(id.as_slice()).copied().unwrap_or(0))
+        .collect())
 }
 
 /// Longest wait for QuestDB to apply what it acknowledged before counting.

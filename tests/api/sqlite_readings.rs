@@ -14,18 +14,9 @@ use crate::upload::{
     accepted, app_with_device, delete, device_id, device_key, receipt, sample_count, upload_with,
 };
 
-/// The receipt ids stored in the `readings` table of the data dir's database, ascending.
+/// The receipt ids stored in the data dir's embedded store, ascending.
 fn stored_ids(data_dir: &Path) -> Vec<u64> {
-    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
-    let mut statement = connection
-        .prepare("SELECT id FROM readings ORDER BY id")
-        .expect("prepare");
-    let ids = statement
-        .query_map([], |row| row.get::<_, i64>(0))
-        .expect("query")
-        .map(|id| u64::try_from(id.expect("row")).expect("positive id"))
-        .collect();
-    ids
+    crate::common::stored_sqlite_ids(data_dir)
 }
 
 async fn app_with_short_lock_waits() -> TestApp {
@@ -37,9 +28,10 @@ async fn app_with_short_lock_waits() -> TestApp {
     .await
 }
 
-/// A connection holding the database's write lock until it is rolled back.
+/// A connection holding the write lock of the ingestion log (where uploads are appended) until
+/// it is rolled back.
 fn hold_write_lock(data_dir: &Path) -> rusqlite::Connection {
-    let connection = rusqlite::Connection::open(data_dir.join("airq.db")).expect("open airq.db");
+    let connection = rusqlite::Connection::open(data_dir.join("ingest.db")).expect("open ingest.db");
     connection
         .busy_timeout(Duration::from_secs(10))
         .expect("busy timeout");

@@ -145,8 +145,14 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
-#[tokio::test]
-async fn a_restart_folds_whatever_was_left_unfolded() {
+/// The raw columns of `readings` and of the ingestion log's `log`.
+const RAW: &str = "id, device, at, received_at, keyed, aqi, pm1_0, pm2_5, pm10_0, temperature, \
+                   heat_index, humidity, pms_provider, temperature_provider, lat, lon, \
+                   location_provider";
+
+/// Three keyed readings of one device, stopped (so folded); then `crash` leaves the data dir as
+/// a crash would have; a restart must count every reading once.
+async fn restart_after(crash: &str) {
     let mut app = app_folding_every(1_000_000).await;
     let device = app.register_named("alice", "balcony").await;
     let id = device["id"].as_str().expect("id").to_owned();
@@ -163,13 +169,14 @@ async fn a_restart_folds_whatever_was_left_unfolded() {
     }
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
     app.stop().await;
-    // What a crash leaves: appended rows, nothing derived from them.
     let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
-    db.execute_batch(
-        "DELETE FROM readings_by_device; DELETE FROM rollups_15m; DELETE FROM rollups_1d; \
-         DELETE FROM device_latest; UPDATE counters SET value = 0 WHERE name = 'folded_id';",
+    db.execute(
+        "ATTACH DATABASE ?1 AS log",
+        [data_dir.path().join("ingest.db").to_string_lossy().as_ref()],
     )
-    .expect("derived state removed");
+    .expect("attach the log");
+    db.execute_batch(&crash.replace("{RAW}", RAW))
+        .expect("the state a crash leaves");
     drop(db);
 
     let app = TestApp::spawn_in(data_dir, |_| {}).await;
@@ -190,6 +197,32 @@ async fn a_restart_folds_whatever_was_left_unfolded() {
         .data_as("alice", &format!("/devices/{id}/current"))
         .await;
     assert_eq!(current["sample_count"], 3);
+    assert_eq!(app.stored_ids().await.len(), 3);
+}
+
+/// Nothing derived, and the watermark back at the start.
+const UNFOLD: &str = "DELETE FROM readings_by_device; DELETE FROM rollups_15m; \
+                      DELETE FROM rollups_1d; DELETE FROM device_latest; \
+                      UPDATE main.counters SET value = 0 WHERE name = 'folded_id';";
+
+#[tokio::test]
+async fn a_restart_folds_what_a_crash_left_in_the_ingestion_log() {
+    restart_after(&format!(
+        "INSERT INTO log.log ({{RAW}}) SELECT {{RAW}} FROM main.readings; \
+         DELETE FROM main.readings; {UNFOLD}"
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn rows_folded_but_not_yet_pruned_from_the_log_count_once() {
+    restart_after("INSERT INTO log.log ({RAW}) SELECT {RAW} FROM main.readings;").await;
+}
+
+#[tokio::test]
+async fn a_database_from_before_the_ingestion_log_folds_its_unfolded_rows() {
+    // Then uploads were appended to `readings` itself, and the fold read them from there.
+    restart_after(UNFOLD).await;
 }
 
 #[tokio::test]

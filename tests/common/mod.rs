@@ -304,23 +304,7 @@ impl TestApp {
                     .collect()
             }
             None => {
-                let db = rusqlite::Connection::open(self.data_dir.path().join("airq.db"))
-                    .expect("airq.db");
-                // A keyed reading that a later one replaced stays in the table until the fold
-                // deletes it; it is not stored as far as any reader is concerned.
-                let mut statement = db
-                    .prepare(
-                        "SELECT id FROM readings r WHERE NOT (r.keyed = 1 AND EXISTS \
-                         (SELECT 1 FROM readings l WHERE l.keyed = 1 AND l.device = r.device \
-                          AND l.at = r.at AND l.id > r.id))",
-                    )
-                    .expect("query");
-                let ids = statement
-                    .query_map([], |row| row.get::<_, i64>(0))
-                    .expect("rows")
-                    .map(|id| id.expect("id") as u64)
-                    .collect();
-                ids
+                stored_sqlite_ids(self.data_dir.path())
             }
         };
         ids.sort_unstable();
@@ -625,4 +609,39 @@ pub fn aqis(points: &[Value]) -> Vec<i64> {
         .iter()
         .map(|point| point["metrics"]["aqi"].as_i64().expect("integer aqi"))
         .collect()
+}
+
+/// The receipt ids stored by the embedded store in `data_dir`: folded rows in `airq.db` and the
+/// rows past the watermark in the ingestion log, without keyed readings a later one replaced
+/// (the fold deletes those; no reader counts them).
+pub fn stored_sqlite_ids(data_dir: &std::path::Path) -> Vec<u64> {
+    let db = rusqlite::Connection::open(data_dir.join("airq.db")).expect("airq.db");
+    db.execute(
+        "ATTACH DATABASE ?1 AS log",
+        [data_dir.join("ingest.db").to_string_lossy().as_ref()],
+    )
+    .expect("attach ingest.db");
+    db.execute_batch("BEGIN").expect("begin");
+    // The log's snapshot first: a row the fold moves after it is in the later one of airq.db.
+    db.query_row("SELECT count(*) FROM log.log", [], |row| row.get::<_, i64>(0))
+        .expect("log snapshot");
+    let mut statement = db
+        .prepare(
+            "WITH stored AS ( \
+               SELECT id, device, at, keyed FROM main.readings \
+               UNION ALL \
+               SELECT id, device, at, keyed FROM log.log WHERE id > \
+                 (SELECT coalesce(max(value), 0) FROM main.counters WHERE name = 'folded_id')) \
+             SELECT id FROM stored r WHERE NOT (r.keyed = 1 AND EXISTS \
+               (SELECT 1 FROM stored l WHERE l.keyed = 1 AND l.device = r.device \
+                AND l.at = r.at AND l.id > r.id))",
+        )
+        .expect("query");
+    let mut ids: Vec<u64> = statement
+        .query_map([], |row| row.get::<_, i64>(0))
+        .expect("rows")
+        .map(|id| id.expect("id") as u64)
+        .collect();
+    ids.sort_unstable();
+    ids
 }

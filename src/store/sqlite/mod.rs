@@ -1,4 +1,6 @@
-//! The embedded store: one SQLite file in the data directory holds devices and readings.
+//! The embedded store: one SQLite file in the data directory holds devices and readings, and a
+//! second one, the ingestion log (`ingest.db`, [`ingest`]), takes uploads in before the fold
+//! moves them into the first.
 //!
 //! The file runs in WAL mode with `synchronous = FULL`, so a committed transaction survives a
 //! crash or a power loss: the batch writer acknowledges an upload only after its commit. There is
@@ -56,6 +58,7 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    log: ingest::IngestLog,
     unfolded: ingest::Unfolded,
     _checkpointer: Checkpointer,
 }
@@ -71,20 +74,31 @@ impl Sqlite {
             source,
         })?;
         let path = data_dir.join(Self::FILE);
+        let log = ingest::IngestLog::open(data_dir, busy_timeout)?;
         let mut writer = connect(&path, busy_timeout)?;
-        migrate(&mut writer)?;
+        migrate(&mut writer, SCHEMA)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
+        attach_log(&writer, &log)?;
+        ingest::adopt_unlogged(&writer)?;
         let unfolded = ingest::Unfolded::load(&writer)?;
-        let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
+        let checkpointer = connect(&path, busy_timeout)?;
+        attach_log(&checkpointer, &log)?;
+        let checkpointer = Checkpointer::start(checkpointer)?;
         Ok(Arc::new(Self {
             path,
             busy_timeout,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            log,
             unfolded,
             _checkpointer: checkpointer,
         }))
+    }
+
+    /// The ingestion log the batch writer appends to.
+    pub(crate) fn log(&self) -> &ingest::IngestLog {
+        &self.log
     }
 
     /// The appended rows the fold has not reached yet.
@@ -205,10 +219,10 @@ impl Drop for Checkpointer {
     }
 }
 
-/// Applies the scripts the database has not had yet (see [`SCHEMA`]).
-fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+/// Applies the scripts of `schema` the database has not had yet (see [`SCHEMA`]).
+fn migrate(connection: &mut Connection, schema: &[&str]) -> Result<(), StoreError> {
     let applied: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
-    for (index, script) in SCHEMA.iter().enumerate() {
+    for (index, script) in schema.iter().enumerate() {
         let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
         if version <= applied {
             continue;
@@ -218,6 +232,14 @@ fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
         transaction.pragma_update(None, "user_version", version)?;
         transaction.commit()?;
     }
+    Ok(())
+}
+
+/// Makes the ingestion log readable on `connection` as the schema `log`.
+fn attach_log(connection: &Connection, log: &ingest::IngestLog) -> Result<(), StoreError> {
+    let path = log.path().to_string_lossy();
+    connection.execute("ATTACH DATABASE ?1 AS log", [path.as_ref()])?;
+    connection.pragma_update(Some(rusqlite::DatabaseName::Attached("log")), "synchronous", "FULL")?;
     Ok(())
 }
 

@@ -254,20 +254,17 @@ impl ReadingStore for SqliteReadings {
 
     async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError> {
         let device = device_bytes(device);
+        // The log first: a fold running meanwhile can then only bring rows into `airq.db` that
+        // the deletes below take away.
+        let db = Arc::clone(&self.db);
         self.db
             .write(move |connection| {
+                db.log().forget_device(device)?;
                 let transaction = connection.transaction()?;
-                // Folded readings through the device index, unfolded ones past the watermark.
                 transaction
                     .prepare_cached(
                         "DELETE FROM readings WHERE id IN \
                          (SELECT id FROM readings_by_device WHERE device = ?1)",
-                    )?
-                    .execute([device.as_slice()])?;
-                transaction
-                    .prepare_cached(
-                        "DELETE FROM readings WHERE device = ?1 AND id > \
-                         (SELECT coalesce(max(value), 0) FROM counters WHERE name = 'folded_id')",
                     )?
                     .execute([device.as_slice()])?;
                 for table in [

@@ -1,8 +1,9 @@
 //! The fold: derives everything device-keyed from the appended rows, behind the uploads.
 //!
-//! A thread of its own folds the rows past the watermark once [`FoldConfig::rows`] of them wait
-//! or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on the writer
-//! connection, releasing it between chunks so appends interleave. Folding many rows at once is
+//! A thread of its own folds the log rows past the watermark once [`FoldConfig::rows`] of them
+//! wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on the
+//! writer connection of `airq.db`, then prunes them from the log ([`IngestLog`](super::IngestLog));
+//! appends go to the log meanwhile and never wait for a chunk. Folding many rows at once is
 //! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
 //! reading (measured with 10,000 devices: chunks of 16,384 rows fold for about a quarter of the
@@ -125,6 +126,10 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
             Ok(Some(Folded { through, devices })) => {
                 db.unfolded().forget_folded(through, devices);
                 progress.folded.store(through, Ordering::Release);
+                // Left in the log, folded rows are only skipped: the next prune takes them.
+                if let Err(error) = db.log().prune(through) {
+                    tracing::warn!(error = %crate::telemetry::chain(&error), "pruning the ingestion log failed");
+                }
                 continue;
             }
             Ok(None) if stopping => break,
@@ -165,7 +170,7 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
     let watermark = folded_id(&transaction)?;
     let rows: Vec<LoggedRow> = transaction
         .prepare_cached(&format!(
-            "SELECT {} FROM readings WHERE id > ?1 ORDER BY id LIMIT ?2",
+            "SELECT {} FROM log.log WHERE id > ?1 ORDER BY id LIMIT ?2",
             *LOGGED_COLUMNS
         ))?
         .query_map(params![watermark, CHUNK], LoggedRow::read)?
@@ -173,6 +178,14 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
     let Some(last) = rows.last().map(|row| row.id) else {
         return Ok(None);
     };
+    // The raw rows as they are, in one statement; replaced ones are deleted below like folded ones.
+    let columns = super::log::raw_columns();
+    transaction
+        .prepare_cached(&format!(
+            "INSERT INTO main.readings ({columns}) SELECT {columns} FROM log.log \
+             WHERE id > ?1 AND id <= ?2"
+        ))?
+        .execute(params![watermark, last])?;
     // In key order, consecutive index writes land on the same or neighbouring pages. Rows of one
     // key keep their id order, so a later keyed row still replaces an earlier one.
     let mut rows = rows;

@@ -1,17 +1,19 @@
 //! Append first, index behind: how the embedded store takes readings in.
 //!
-//! The batch writer's commit only **appends** the raw rows to `readings` (rowid = receipt id, so
-//! only the table's last pages change) and moves the id counter; the commit runs with
-//! `synchronous = FULL`, so once it returns the rows survive `kill -9` and power loss, and only
-//! then is the upload answered 201. Everything keyed by device is **folded** in behind, by a
-//! thread of its own, from the rows past the `folded_id` counter, in large transactions: the
-//! device index (`readings_by_device`), the quarter-hour and day rollups, `device_latest`, and the
-//! replacement of a reading by a later one with the same (device, `measured_at`).
+//! The batch writer's commit only **appends** the raw rows to the ingestion log ([`IngestLog`],
+//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`) and
+//! moves the id counter; the commit runs with `synchronous = FULL`, so once it returns the rows
+//! survive `kill -9` and power loss, and only then is the upload answered 201. Everything else is
+//! **folded** in behind, by a thread of its own, from the log rows past the `folded_id` counter,
+//! in large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
+//! the quarter-hour and day rollups, `device_latest`, and the replacement of a reading by a later
+//! one with the same (device, `measured_at`).
 //!
 //! The rules:
-//! - **Nothing acknowledged is lost.** A row is committed before its 201; the fold only moves the
-//!   watermark in the same transaction as what it derived, so a crash anywhere leaves either the
-//!   row unfolded (folded again at the next start) or folded and counted once.
+//! - **Nothing acknowledged is lost.** A row is committed to the log before its 201; the fold
+//!   moves the watermark in the same transaction as the rows it copied and what it derived, and
+//!   prunes the log only after that commit, so a crash anywhere leaves either the row unfolded in
+//!   the log (folded at the next start) or folded and counted once.
 //! - **Reads are exact and fresh.** Every read runs in one SQLite read transaction and merges what
 //!   the fold has not reached yet ([`tail`]), kept in memory by device ([`Unfolded`]): rows past
 //!   the watermark are added, earlier readings they replace are taken away. A read after a 201
@@ -23,6 +25,7 @@
 
 mod append;
 mod fold;
+mod log;
 pub(super) mod tail;
 mod unfolded;
 
@@ -32,10 +35,11 @@ use rusqlite::Row;
 
 use super::{device_bytes, read_values, to_micros};
 use crate::domain::{Measurements, StoredReading};
-use crate::store::columns;
+use crate::store::{columns, StoreError};
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
+pub(crate) use log::IngestLog;
 pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold.
@@ -108,4 +112,24 @@ pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i
     connection
         .prepare_cached("SELECT coalesce(max(value), 0) FROM counters WHERE name = ?1")?
         .query_row([FOLDED_ID], |row| row.get(0))
+}
+
+/// Moves rows past the watermark that a database from before the ingestion log holds in
+/// `readings` (appended, never folded) into the log, where the fold looks for them: copied in one
+/// transaction, deleted in the next, so a crash in between only repeats the copy.
+pub(super) fn adopt_unlogged(writer: &rusqlite::Connection) -> Result<(), StoreError> {
+    let folded = folded_id(writer)?;
+    let columns = log::raw_columns();
+    let copied = writer.execute(
+        &format!(
+            "INSERT OR IGNORE INTO log.log ({columns}) SELECT {columns} FROM main.readings \
+             WHERE id > ?1"
+        ),
+        [folded],
+    )?;
+    if copied > 0 {
+        tracing::info!(rows = copied, "unfolded rows moved into the ingestion log");
+    }
+    writer.execute("DELETE FROM main.readings WHERE id > ?1", [folded])?;
+    Ok(())
 }

@@ -37,12 +37,13 @@ struct Inner {
 }
 
 impl Unfolded {
-    /// The rows past the stored watermark (those a crash or a shutdown left unfolded).
+    /// The rows past the stored watermark (those a crash or a shutdown left unfolded), from the
+    /// ingestion log attached to `connection`.
     pub(crate) fn load(connection: &Connection) -> Result<Self, StoreError> {
         let folded = folded_id(connection)?;
         let rows: Vec<LoggedRow> = connection
             .prepare(&format!(
-                "SELECT {} FROM readings WHERE id > ?1 ORDER BY id",
+                "SELECT {} FROM log.log WHERE id > ?1 ORDER BY id",
                 *LOGGED_COLUMNS
             ))?
             .query_map(params![folded], LoggedRow::read)?

@@ -1,0 +1,146 @@
+//! The ingestion log: `ingest.db`, the file an upload's commit appends its raw rows to.
+//!
+//! Why a file of its own: SQLite lets one writer at a time into a file, and the fold holds
+//! `airq.db`'s write lock for a whole chunk (about a tenth of a second for 16,384 rows from
+//! 10,000 devices). Appending to the same file, every upload in flight waited for that; measured,
+//! single uploads stalled for the length of a chunk about every 0.7 s. Here the batch writer's
+//! lane is the only writer except for short prunes, so a 201 waits for one sequential append and
+//! its sync, never for the fold.
+//!
+//! The rules:
+//! - **Durable before acknowledged.** WAL with `synchronous = FULL`: an append returns after its
+//!   commit is synced, and only then are its uploads answered.
+//! - **A row leaves only once it is folded.** The fold reads the log through `airq.db`'s writer
+//!   connection (which attaches this file as `log`), copies the rows into `readings` with
+//!   everything it derives and the watermark in one transaction, commits, and only then prunes
+//!   the log through the watermark. A crash in between leaves rows in both files; those at or below
+//!   the watermark are never read again and go with the next prune.
+//! - **Ids only grow.** The next receipt id is kept here, moved with every append.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::Utc;
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::domain::measure::COUNT;
+use crate::domain::StoredReading;
+use crate::store::sqlite::{bind_values, connect, device_bytes, lock, migrate, to_micros};
+use crate::store::{columns, StoreError};
+
+/// The log's schema, in order (see [`migrate`]).
+const SCHEMA: &[&str] = &[include_str!("../../../../schema/sqlite/log/001_log.sql")];
+/// The counter holding the next receipt id.
+const NEXT_ID: &str = "next_reading_id";
+/// WAL pages after which the appending connection checkpoints itself; the checkpointer thread
+/// normally gets there first.
+const AUTOCHECKPOINT_PAGES: i64 = 10_000;
+
+/// The columns of `log` and `readings`, in the order [`IngestLog::append`] binds them.
+pub(super) fn raw_columns() -> String {
+    format!(
+        "id, device, at, received_at, keyed, {}, pms_provider, temperature_provider, lat, lon, \
+         location_provider",
+        columns::each(str::to_owned)
+    )
+}
+
+/// The ingestion log and its one appending connection.
+#[derive(Debug)]
+pub(crate) struct IngestLog {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+}
+
+impl IngestLog {
+    /// The log's file name inside the data directory.
+    pub(crate) const FILE: &'static str = "ingest.db";
+
+    /// Opens (creating when missing) the log in `data_dir` and applies its schema.
+    pub(crate) fn open(data_dir: &Path, busy_timeout: Duration) -> Result<Self, StoreError> {
+        let path = data_dir.join(Self::FILE);
+        let mut writer = connect(&path, busy_timeout)?;
+        migrate(&mut writer, SCHEMA)?;
+        writer.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
+        Ok(Self {
+            path,
+            writer: Mutex::new(writer),
+        })
+    }
+
+    /// Where the log is (for attaching it to other connections).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next receipt id as the log knows it (0 for a new log).
+    pub(super) fn next_id(&self) -> Result<i64, StoreError> {
+        let writer = lock(&self.writer);
+        let counter: Option<i64> = writer
+            .query_row(
+                "SELECT value FROM counters WHERE name = ?1",
+                [NEXT_ID],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let highest: Option<i64> =
+            writer.query_row("SELECT max(id) FROM log", [], |row| row.get(0))?;
+        Ok(counter.unwrap_or(0).max(highest.map_or(0, |id| id + 1)))
+    }
+
+    /// Appends `batch` and moves the id counter to `next_id`, in one synced transaction.
+    pub(super) fn append(&self, batch: &[StoredReading], next_id: i64) -> Result<(), StoreError> {
+        let mut writer = lock(&self.writer);
+        let transaction = writer.transaction()?;
+        {
+            let mut insert = transaction.prepare_cached(&format!(
+                "INSERT INTO log ({}) VALUES ({})",
+                raw_columns(),
+                columns::placeholders(1, 5 + COUNT + 5)
+            ))?;
+            let received_at = to_micros(Utc::now());
+            for row in batch {
+                let location = row.reading.location.as_ref();
+                insert.raw_bind_parameter(1, i64::try_from(row.id.get()).unwrap_or(i64::MAX))?;
+                insert.raw_bind_parameter(2, device_bytes(row.device).as_slice())?;
+                insert.raw_bind_parameter(3, to_micros(row.at))?;
+                insert.raw_bind_parameter(4, received_at)?;
+                insert.raw_bind_parameter(5, i64::from(row.reading.measured_at.is_some()))?;
+                bind_values(&mut insert, 6, &row.reading.values)?;
+                let next = 6 + COUNT;
+                insert.raw_bind_parameter(next, &row.reading.pms_provider)?;
+                insert.raw_bind_parameter(next + 1, &row.reading.temperature_provider)?;
+                insert.raw_bind_parameter(next + 2, location.map(|l| l.lat))?;
+                insert.raw_bind_parameter(next + 3, location.map(|l| l.lon))?;
+                insert.raw_bind_parameter(next + 4, location.map(|l| l.provider.as_str()))?;
+                insert.raw_execute()?;
+            }
+            transaction
+                .prepare_cached(
+                    "INSERT INTO counters (name, value) VALUES (?1, ?2) \
+                     ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
+                )?
+                .execute(params![NEXT_ID, next_id])?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    /// Deletes the rows through `folded`, which the fold has committed to `airq.db`.
+    pub(super) fn prune(&self, folded: i64) -> Result<(), StoreError> {
+        lock(&self.writer)
+            .prepare_cached("DELETE FROM log WHERE id <= ?1")?
+            .execute([folded])?;
+        Ok(())
+    }
+
+    /// Deletes every row of a deleted device (before its folded readings go, so the fold
+    /// cannot bring any back).
+    pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<(), StoreError> {
+        lock(&self.writer)
+            .prepare_cached("DELETE FROM log WHERE device = ?1")?
+            .execute([device.as_slice()])?;
+        Ok(())
+    }
+}
