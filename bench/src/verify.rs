@@ -155,7 +155,10 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
     // A server from before the ingestion log appended to `readings` alone.
     let log = db.with_file_name("ingest.db");
     let logged = if log.exists() {
-        connection.execute("ATTACH DATABASE ?1 AS log", [log.to_string_lossy().as_ref()])?;
+        connection.execute(
+            "ATTACH DATABASE ?1 AS log",
+            [log.to_string_lossy().as_ref()],
+        )?;
         " UNION ALL SELECT device, count(*) FROM log.log WHERE id > \
            (SELECT coalesce(max(value), 0) FROM main.counters WHERE name = 'folded_id') \
          GROUP BY device"
@@ -166,7 +169,9 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
     // it is in the later snapshot of airq.db, and one it moved before is below the watermark.
     connection.execute_batch("BEGIN")?;
     if log.exists() {
-        connection.query_row("SELECT count(*) FROM log.log", [], |row| row.get::<_, i64>(0))?;
+        connection.query_row("SELECT count(*) FROM log.log", [], |row| {
+            row.get::<_, i64>(0)
+        })?;
     }
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut statement = connection.prepare(&format!(

@@ -104,6 +104,19 @@ pub struct WriterGuard {
 /// A lane as the gathering loop sees it: where to hand it a batch.
 type LaneQueue = mpsc::Sender<Vec<Pending>>;
 
+/// Where the gathering loop's batches are written.
+enum Dispatch {
+    /// One sink, written on the gathering thread itself: with a single writer there is nothing
+    /// to overlap, and every hand-off to another thread is one more wake-up an upload waits for
+    /// (on two busy cores, a woken thread can wait a scheduler slice for its turn).
+    Inline(Box<dyn ReadingSink>),
+    /// Several lanes, each on a thread of its own; `idle` names the free ones.
+    Lanes {
+        lanes: Vec<LaneQueue>,
+        idle: mpsc::Receiver<usize>,
+    },
+}
+
 impl BatchWriter {
     /// Starts the writer: one lane per sink (at least one), each on a thread of its own, and the
     /// gathering loop on another.
@@ -119,33 +132,41 @@ impl BatchWriter {
             ));
         }
         let (queue, receiver) = mpsc::channel(config.queue.max(1));
-        let (idle, idle_lanes) = mpsc::channel(sinks.len());
-        let mut lanes = Vec::with_capacity(sinks.len());
         let mut threads = Vec::with_capacity(sinks.len());
-        for (index, sink) in sinks.into_iter().enumerate() {
-            let (jobs, batches) = mpsc::channel(1);
-            let runtime = single_threaded()?;
-            let (idle, metrics) = (idle.clone(), Arc::clone(&metrics));
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("airq-flush-{index}"))
-                    .spawn(move || {
-                        runtime.block_on(lane(index, batches, idle, sink, config, metrics));
-                    })?,
-            );
-            lanes.push(jobs);
-        }
-        for index in 0..lanes.len() {
-            // Every lane starts idle; the channel holds one slot per lane, so this never fails.
-            let _ = idle.try_send(index);
-        }
-        drop(idle);
+        let dispatch = match <[_; 1]>::try_from(sinks) {
+            Ok([sink]) => Dispatch::Inline(sink),
+            Err(sinks) => {
+                let (idle, idle_lanes) = mpsc::channel(sinks.len());
+                let mut lanes = Vec::with_capacity(sinks.len());
+                for (index, sink) in sinks.into_iter().enumerate() {
+                    let (jobs, batches) = mpsc::channel(1);
+                    let runtime = single_threaded()?;
+                    let (idle, metrics) = (idle.clone(), Arc::clone(&metrics));
+                    threads.push(
+                        std::thread::Builder::new()
+                            .name(format!("airq-flush-{index}"))
+                            .spawn(move || {
+                                runtime.block_on(lane(index, batches, idle, sink, config, metrics));
+                            })?,
+                    );
+                    lanes.push(jobs);
+                }
+                for index in 0..lanes.len() {
+                    // Every lane starts idle; the channel holds one slot per lane, so this never fails.
+                    let _ = idle.try_send(index);
+                }
+                Dispatch::Lanes {
+                    lanes,
+                    idle: idle_lanes,
+                }
+            }
+        };
         let runtime = single_threaded()?;
         let gather_metrics = Arc::clone(&metrics);
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
             .spawn(move || {
-                runtime.block_on(gather(receiver, lanes, idle_lanes, config, &gather_metrics));
+                runtime.block_on(gather(receiver, dispatch, config, &gather_metrics));
                 for thread in threads {
                     if thread.join().is_err() {
                         tracing::error!("a batch writer lane panicked");
@@ -214,12 +235,11 @@ fn single_threaded() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// Gathers uploads into batches and hands each to an idle lane, until the queue is closed and
-/// empty; then closes the lanes' queues, so they stop after their last batch.
+/// Gathers uploads into batches and writes each inline or hands it to an idle lane, until the
+/// queue is closed and empty; then closes the lanes' queues, so they stop after their last batch.
 async fn gather(
     mut queue: mpsc::Receiver<Pending>,
-    lanes: Vec<LaneQueue>,
-    mut idle: mpsc::Receiver<usize>,
+    mut dispatch: Dispatch,
     config: BatchConfig,
     metrics: &ServerMetrics,
 ) {
@@ -256,6 +276,13 @@ async fn gather(
             metrics.readings_taken(next.readings.len());
             batch.push(next);
         }
+        let (lanes, idle) = match &mut dispatch {
+            Dispatch::Inline(sink) => {
+                flush(sink.as_mut(), &mut batch, &config, metrics).await;
+                continue;
+            }
+            Dispatch::Lanes { lanes, idle } => (lanes, idle),
+        };
         // Every lane busy: uploads queue up meanwhile (waking nobody) and top the batch up once
         // one is free.
         let lane = idle.recv().await;

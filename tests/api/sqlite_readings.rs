@@ -31,7 +31,8 @@ async fn app_with_short_lock_waits() -> TestApp {
 /// A connection holding the write lock of the ingestion log (where uploads are appended) until
 /// it is rolled back.
 fn hold_write_lock(data_dir: &Path) -> rusqlite::Connection {
-    let connection = rusqlite::Connection::open(data_dir.join("ingest.db")).expect("open ingest.db");
+    let connection =
+        rusqlite::Connection::open(data_dir.join("ingest.db")).expect("open ingest.db");
     connection
         .busy_timeout(Duration::from_secs(10))
         .expect("busy timeout");

@@ -303,9 +303,7 @@ impl TestApp {
                     .map(|row| row.get::<_, i64>(0) as u64)
                     .collect()
             }
-            None => {
-                stored_sqlite_ids(self.data_dir.path())
-            }
+            None => stored_sqlite_ids(self.data_dir.path()),
         };
         ids.sort_unstable();
         ids
@@ -623,8 +621,10 @@ pub fn stored_sqlite_ids(data_dir: &std::path::Path) -> Vec<u64> {
     .expect("attach ingest.db");
     db.execute_batch("BEGIN").expect("begin");
     // The log's snapshot first: a row the fold moves after it is in the later one of airq.db.
-    db.query_row("SELECT count(*) FROM log.log", [], |row| row.get::<_, i64>(0))
-        .expect("log snapshot");
+    db.query_row("SELECT count(*) FROM log.log", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .expect("log snapshot");
     let mut statement = db
         .prepare(
             "WITH stored AS ( \

@@ -239,7 +239,11 @@ fn migrate(connection: &mut Connection, schema: &[&str]) -> Result<(), StoreErro
 fn attach_log(connection: &Connection, log: &ingest::IngestLog) -> Result<(), StoreError> {
     let path = log.path().to_string_lossy();
     connection.execute("ATTACH DATABASE ?1 AS log", [path.as_ref()])?;
-    connection.pragma_update(Some(rusqlite::DatabaseName::Attached("log")), "synchronous", "FULL")?;
+    connection.pragma_update(
+        Some(rusqlite::DatabaseName::Attached("log")),
+        "synchronous",
+        "FULL",
+    )?;
     Ok(())
 }
 
