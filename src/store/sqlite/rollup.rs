@@ -219,8 +219,14 @@ pub(super) fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<(Roll
 
 /// The folded sums of every slot of some runs, pooled over the asked devices.
 pub(super) struct SlotSums {
-    /// Per run: its rollup, first slot, and per slot the pooled sample count and sums.
-    runs: Vec<(Rollup, i64, Vec<(i64, Measurements)>)>,
+    runs: Vec<Run>,
+}
+
+/// One run as read: its rollup, its first slot, and per slot the pooled sample count and sums.
+struct Run {
+    rollup: Rollup,
+    first: i64,
+    slots: Vec<(i64, Measurements)>,
 }
 
 impl SlotSums {
@@ -248,7 +254,11 @@ impl SlotSums {
                     slot.1 += read_values(row, 2)?;
                 }
             }
-            read.push((rollup, from, slots));
+            read.push(Run {
+                rollup,
+                first: from,
+                slots,
+            });
         }
         Ok(Self { runs: read })
     }
@@ -258,10 +268,10 @@ impl SlotSums {
         let mut count = 0i64;
         let mut sums = Measurements::default();
         for piece in pieces {
-            let Some((_, first, slots)) = self.runs.iter().find(|(rollup, from, slots)| {
-                *rollup == piece.rollup
-                    && *from <= piece.from
-                    && piece.to <= from + i64::try_from(slots.len()).unwrap_or(0)
+            let Some(Run { first, slots, .. }) = self.runs.iter().find(|run| {
+                run.rollup == piece.rollup
+                    && run.first <= piece.from
+                    && piece.to <= run.first + i64::try_from(run.slots.len()).unwrap_or(0)
             }) else {
                 continue;
             };
