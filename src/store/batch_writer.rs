@@ -261,6 +261,10 @@ async fn gather(
                     open = false;
                     break;
                 }
+                // Not through the timer once the deadline has passed (always, by default): tokio
+                // rounds a deadline up to its next millisecond tick, so even an elapsed one would
+                // hold every batch up to a millisecond (measured: 1.2 ms of a 1.5 ms upload).
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= deadline => break,
                 Err(mpsc::error::TryRecvError::Empty) => {
                     match tokio::time::timeout_at(deadline, queue.recv()).await {
                         Ok(Some(pending)) => pending,
