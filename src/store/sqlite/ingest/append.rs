@@ -7,12 +7,12 @@ use async_trait::async_trait;
 use rusqlite::OptionalExtension;
 
 use super::fold::{FoldConfig, Folder};
+use super::log::NEXT_ID;
 use super::{folded_id, LoggedRow, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::sqlite::Sqlite;
 use crate::store::{ReadingSink, StoreError};
 
-const NEXT_ID: &str = "next_reading_id";
 /// How often a writer held back by a full backlog looks again.
 const BACKLOG_POLL: Duration = Duration::from_millis(5);
 

@@ -31,8 +31,8 @@ use crate::store::{columns, StoreError};
 
 /// The log's schema, in order (see [`migrate`]).
 const SCHEMA: &[&str] = &[include_str!("../../../../schema/sqlite/log/001_log.sql")];
-/// The counter holding the next receipt id.
-const NEXT_ID: &str = "next_reading_id";
+/// The counter holding the next receipt id (here, and in `airq.db` before the ingestion log).
+pub(super) const NEXT_ID: &str = "next_reading_id";
 /// WAL pages after which the appending connection checkpoints itself; the checkpointer thread
 /// normally gets there first.
 const AUTOCHECKPOINT_PAGES: i64 = 10_000;
