@@ -25,7 +25,8 @@
 //!
 //! Lanes run on threads of their own, each with a single-threaded runtime, because sinks are
 //! synchronous (rusqlite; the QuestDB client) and must not block the server's workers; the
-//! embedded store has one lane (one SQLite writer), QuestDB one per ILP sender.
+//! embedded store has one sink (one SQLite writer), written on the gathering thread itself, QuestDB
+//! one lane per ILP sender.
 //!
 //! On `/metrics` it reports the readings waiting for it, each committed batch's size and commit
 //! time, failed batches and retried writes.
@@ -107,8 +108,7 @@ type LaneQueue = mpsc::Sender<Vec<Pending>>;
 /// Where the gathering loop's batches are written.
 enum Dispatch {
     /// One sink, written on the gathering thread itself: with a single writer there is nothing
-    /// to overlap, and every hand-off to another thread is one more wake-up an upload waits for
-    /// (on two busy cores, a woken thread can wait a scheduler slice for its turn).
+    /// to overlap, so a hand-off to a lane thread would only be one more wake-up per batch.
     Inline(Box<dyn ReadingSink>),
     /// Several lanes, each on a thread of its own; `idle` names the free ones.
     Lanes {
@@ -118,8 +118,8 @@ enum Dispatch {
 }
 
 impl BatchWriter {
-    /// Starts the writer: one lane per sink (at least one), each on a thread of its own, and the
-    /// gathering loop on another.
+    /// Starts the writer: the gathering loop on a thread of its own, writing a single sink there
+    /// too, or with several sinks one lane per sink, each on a thread of its own.
     pub fn start(
         sinks: Vec<Box<dyn ReadingSink>>,
         config: BatchConfig,
