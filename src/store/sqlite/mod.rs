@@ -2,11 +2,12 @@
 //! second one, the ingestion log (`ingest.db`, [`ingest`]), takes uploads in before the fold
 //! moves them into the first.
 //!
-//! The file runs in WAL mode with `synchronous = FULL`, so a committed transaction survives a
-//! crash or a power loss: the batch writer acknowledges an upload only after its commit. There is
-//! one writer connection (SQLite allows one writer at a time anyway, and a single connection means
-//! our own writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
-//! Checkpoints (copying the WAL back into the database) mostly run on a thread of their own, so
+//! Both files run in WAL mode with `synchronous = FULL`, so a committed transaction survives a
+//! crash or a power loss: the batch writer acknowledges an upload only after its commit. Each file
+//! has one writer connection (SQLite allows one writer at a time anyway, and a single connection
+//! means our own writers never meet `SQLITE_BUSY`; `airq.db`'s attaches the log, for the fold),
+//! and `airq.db` a pool of readers, which WAL lets run beside it. Checkpoints (copying the WAL
+//! back into the database) of both files mostly run on a thread of their own, so
 //! the commit that crosses SQLite's auto-checkpoint threshold finds little left to copy. That
 //! writer-side checkpoint stays on: only a checkpoint that completes between two write
 //! transactions lets the WAL restart from its beginning, which a background checkpoint racing a
