@@ -203,6 +203,9 @@ impl Application {
     }
 }
 
+/// How long a start waits for the credential listener before serving without it.
+const LISTENER_START: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The PostgreSQL device store, a credential cache that distrusts itself until the cross-process
 /// listener is up, the pool (QuestDB's sink takes receipt ids from it) and that listener.
 async fn postgres_devices(
@@ -218,6 +221,7 @@ async fn postgres_devices(
         metrics.cache(CacheName::DeviceKeys),
     ));
     let evictions = Arc::clone(&keys);
+    let (listening, mut listened) = tokio::sync::watch::channel(false);
     let listener = listener::spawn(
         target,
         Arc::new(move |event| {
@@ -225,11 +229,24 @@ async fn postgres_devices(
             // the public map shows, and a missed announcement may have too.
             map.invalidate();
             match event {
-                CredentialEvents::Trust => evictions.reset(true),
+                CredentialEvents::Trust => {
+                    evictions.reset(true);
+                    listening.send_replace(true);
+                }
                 CredentialEvents::Distrust => evictions.reset(false),
                 CredentialEvents::Evict(device_id) => evictions.evict(&device_id),
             }
         }),
     );
+    // Serving before the listener is up would work (uncached), but its arrival would then empty
+    // the map's cache under the first clients; waiting a moment for it makes the start clean.
+    if tokio::time::timeout(LISTENER_START, listened.wait_for(|up| *up))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "the credential listener is not up yet; serving with the key cache off until it is"
+        );
+    }
     Ok((devices, keys, pool, listener))
 }
