@@ -174,6 +174,14 @@ impl std::ops::AddAssign for Measurements {
     }
 }
 
+impl std::ops::SubAssign for Measurements {
+    fn sub_assign(&mut self, other: Self) {
+        for measure in Measure::ALL {
+            self[measure] -= other[measure];
+        }
+    }
+}
+
 /// Writes the values as a JSON object's members, integers as integers.
 impl serde::Serialize for Measurements {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -9,15 +9,10 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::common::{problem, sample, sample_with, TestApp};
+use crate::common::{problem, sample, sample_with, stored_sqlite_ids, TestApp};
 use crate::upload::{
     accepted, app_with_device, delete, device_id, device_key, receipt, sample_count, upload_with,
 };
-
-/// The receipt ids stored in the data dir's embedded store, ascending.
-fn stored_ids(data_dir: &Path) -> Vec<u64> {
-    crate::common::stored_sqlite_ids(data_dir)
-}
 
 async fn app_with_short_lock_waits() -> TestApp {
     TestApp::spawn_with(|c| {
@@ -99,7 +94,7 @@ async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
 
     let (after, _) = accepted(&app, &device, &sample()).await;
     assert_eq!(
-        stored_ids(app.data_dir.path()),
+        stored_sqlite_ids(app.data_dir.path()),
         [before, after],
         "exactly the acknowledged readings are stored"
     );
@@ -128,7 +123,7 @@ async fn a_500_quotes_the_request_id_of_its_header() {
     assert_eq!(opaque_500(response).await, "upload-fault-42");
     assert_ne!(generated, "upload-fault-42");
     drop(lock);
-    assert_eq!(stored_ids(app.data_dir.path()), [before]);
+    assert_eq!(stored_sqlite_ids(app.data_dir.path()), [before]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,7 +174,7 @@ async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
     ids.sort_unstable();
     assert_eq!(ids.len(), UPLOADS);
     assert_eq!(
-        stored_ids(data_dir.path()),
+        stored_sqlite_ids(data_dir.path()),
         ids,
         "every acknowledged upload is stored after the shutdown"
     );
@@ -197,7 +192,7 @@ async fn deleting_a_device_removes_its_stored_readings() {
     let (kept, _) = accepted(&app, &other, &sample()).await;
     delete(&app, &device).await;
     assert_eq!(
-        stored_ids(app.data_dir.path()),
+        stored_sqlite_ids(app.data_dir.path()),
         [kept],
         "a deleted device's readings are gone at once"
     );

@@ -92,9 +92,7 @@ fn merge_tail(tail: &Tail, mut slot: impl FnMut(i64) -> Option<usize>, sums: &mu
     for replaced in &tail.replaced {
         if let Some(sum) = slot(replaced.at).and_then(|index| sums.get_mut(index)) {
             sum.count = sum.count.saturating_sub(1);
-            for (measure, value) in replaced.values.iter() {
-                sum.sums[measure] -= value;
-            }
+            sum.sums -= replaced.values;
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::domain::{Aggregate, Measurements};
 use crate::store::{columns, StoreError};
 
 /// A rollup resolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Rollup {
     Quarter,
     Day,
@@ -167,26 +167,20 @@ pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
             if first >= last {
                 continue;
             }
-            let mut pieces = vec![Piece::new(Rollup::Day, first, last, false)];
+            // The quarter hours between a bucket edge and the day edge it was moved to: taken
+            // away where the days reach outside the bucket, added where they fall short.
+            let edge = |day_edge: i64, edge: i64, outside: bool| {
+                (day_edge != edge).then(|| {
+                    let (a, b) = (day_edge.min(edge), day_edge.max(edge));
+                    Piece::new(Rollup::Quarter, a / QUARTER, b / QUARTER, outside)
+                })
+            };
             let (from, to) = (first * DAY, last * DAY);
-            if from != start {
-                let (a, b) = (from.min(start), from.max(start));
-                pieces.push(Piece::new(
-                    Rollup::Quarter,
-                    a / QUARTER,
-                    b / QUARTER,
-                    from < start,
-                ));
-            }
-            if to != end {
-                let (a, b) = (to.min(end), to.max(end));
-                pieces.push(Piece::new(
-                    Rollup::Quarter,
-                    a / QUARTER,
-                    b / QUARTER,
-                    to > end,
-                ));
-            }
+            let pieces: Vec<Piece> = [Piece::new(Rollup::Day, first, last, false)]
+                .into_iter()
+                .chain(edge(from, start, from < start))
+                .chain(edge(to, end, to > end))
+                .collect();
             // Ties go to the cover without negative pieces: its sums are added only.
             let negatives = |pieces: &[Piece]| pieces.iter().filter(|piece| piece.negative).count();
             if (cost(&pieces), negatives(&pieces)) < (cost(&best), negatives(&best)) {
@@ -200,21 +194,19 @@ pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
 /// The slot ranges to read for `pieces`, one per rollup and run of touching or overlapping
 /// ranges, so a plan of contiguous buckets costs one query per rollup and run, not one per bucket.
 pub(super) fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<(Rollup, i64, i64)> {
-    let mut ranges: Vec<(usize, i64, i64)> = pieces
+    let mut ranges: Vec<(Rollup, i64, i64)> = pieces
         .into_iter()
-        .map(|piece| (piece.rollup as usize, piece.from, piece.to))
+        .map(|piece| (piece.rollup, piece.from, piece.to))
         .collect();
     ranges.sort_unstable();
-    let mut runs: Vec<(usize, i64, i64)> = Vec::with_capacity(ranges.len());
+    let mut runs: Vec<(Rollup, i64, i64)> = Vec::with_capacity(ranges.len());
     for (rollup, from, to) in ranges {
         match runs.last_mut() {
             Some(last) if last.0 == rollup && from <= last.2 => last.2 = last.2.max(to),
             _ => runs.push((rollup, from, to)),
         }
     }
-    runs.into_iter()
-        .map(|(index, from, to)| (Rollup::ALL[index], from, to))
-        .collect()
+    runs
 }
 
 /// The folded sums of every slot of some runs, pooled over the asked devices.
@@ -268,11 +260,15 @@ impl SlotSums {
         let mut count = 0i64;
         let mut sums = Measurements::default();
         for piece in pieces {
-            let Some(Run { first, slots, .. }) = self.runs.iter().find(|run| {
-                run.rollup == piece.rollup
-                    && run.first <= piece.from
-                    && piece.to <= run.first + i64::try_from(run.slots.len()).unwrap_or(0)
-            }) else {
+            // Runs are sorted and disjoint: the one holding the piece starts last at or before it.
+            let after = self
+                .runs
+                .partition_point(|run| (run.rollup, run.first) <= (piece.rollup, piece.from));
+            let Some(Run { first, slots, .. }) = after
+                .checked_sub(1)
+                .and_then(|index| self.runs.get(index))
+                .filter(|run| run.rollup == piece.rollup)
+            else {
                 continue;
             };
             let range = usize::try_from(piece.from - first).unwrap_or(0)
@@ -280,9 +276,7 @@ impl SlotSums {
             for (samples, values) in slots.get(range).unwrap_or_default() {
                 if piece.negative {
                     count -= samples;
-                    for (measure, value) in values.iter() {
-                        sums[measure] -= value;
-                    }
+                    sums -= *values;
                 } else {
                     count += samples;
                     sums += *values;

@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::OptionalExtension;
 
 use super::fold::{FoldConfig, Folder};
-use super::log::NEXT_ID;
+use super::log;
 use super::{folded_id, LoggedRow, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::sqlite::Sqlite;
@@ -29,20 +28,10 @@ pub struct SqliteReadingSink {
 impl SqliteReadingSink {
     /// A sink continuing the stored id sequence, with its fold started.
     pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
-        // Databases from before the ingestion log kept the counter in `airq.db`.
-        let stored = db.write_blocking(|connection| {
-            let counter: Option<i64> = connection
-                .query_row(
-                    "SELECT value FROM main.counters WHERE name = ?1",
-                    [NEXT_ID],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            let highest: Option<i64> =
-                connection.query_row("SELECT max(id) FROM main.readings", [], |row| row.get(0))?;
-            Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
+        let next_id = db.write_blocking(|connection| {
+            Ok(log::next_id(connection, "main", "readings")?
+                .max(log::next_id(connection, "log", "log")?))
         })?;
-        let next_id = stored.max(db.log().next_id()?);
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
         Ok(Self {
             db,

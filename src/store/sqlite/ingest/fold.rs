@@ -179,7 +179,7 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
         return Ok(None);
     };
     // The raw rows as they are, in one statement; replaced ones are deleted below like folded ones.
-    let columns = super::log::raw_columns();
+    let columns = &*super::log::RAW_COLUMNS;
     transaction
         .prepare_cached(&format!(
             "INSERT INTO main.readings ({columns}) SELECT {columns} FROM log.log \

@@ -18,7 +18,7 @@
 //! - **Ids only grow.** The next receipt id is kept here, moved with every append.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -32,18 +32,49 @@ use crate::store::{columns, StoreError};
 /// The log's schema, in order (see [`migrate`]).
 const SCHEMA: &[&str] = &[include_str!("../../../../schema/sqlite/log/001_log.sql")];
 /// The counter holding the next receipt id (here, and in `airq.db` before the ingestion log).
-pub(super) const NEXT_ID: &str = "next_reading_id";
+const NEXT_ID: &str = "next_reading_id";
 /// WAL pages after which the appending connection checkpoints itself; the checkpointer thread
 /// normally gets there first.
 const AUTOCHECKPOINT_PAGES: i64 = 10_000;
 
 /// The columns of `log` and `readings`, in the order [`IngestLog::append`] binds them.
-pub(super) fn raw_columns() -> String {
+pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "id, device, at, received_at, keyed, {}, pms_provider, temperature_provider, lat, lon, \
          location_provider",
         columns::each(str::to_owned)
     )
+});
+
+/// The append statement, built once (it runs for every batch).
+static APPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO log ({}) VALUES ({})",
+        *RAW_COLUMNS,
+        columns::placeholders(1, 5 + COUNT + 5)
+    )
+});
+
+/// The next receipt id as `schema` knows it: past its id counter and past the highest id in
+/// `table` (the log, or `readings` of a database from before the log, which kept its counter).
+pub(super) fn next_id(
+    connection: &Connection,
+    schema: &str,
+    table: &str,
+) -> Result<i64, StoreError> {
+    let counter: Option<i64> = connection
+        .query_row(
+            &format!("SELECT value FROM {schema}.counters WHERE name = ?1"),
+            [NEXT_ID],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let highest: Option<i64> = connection.query_row(
+        &format!("SELECT max(id) FROM {schema}.{table}"),
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
 }
 
 /// The ingestion log and its one appending connection.
@@ -74,31 +105,12 @@ impl IngestLog {
         &self.path
     }
 
-    /// The next receipt id as the log knows it (0 for a new log).
-    pub(super) fn next_id(&self) -> Result<i64, StoreError> {
-        let writer = lock(&self.writer);
-        let counter: Option<i64> = writer
-            .query_row(
-                "SELECT value FROM counters WHERE name = ?1",
-                [NEXT_ID],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let highest: Option<i64> =
-            writer.query_row("SELECT max(id) FROM log", [], |row| row.get(0))?;
-        Ok(counter.unwrap_or(0).max(highest.map_or(0, |id| id + 1)))
-    }
-
     /// Appends `batch` and moves the id counter to `next_id`, in one synced transaction.
     pub(super) fn append(&self, batch: &[StoredReading], next_id: i64) -> Result<(), StoreError> {
         let mut writer = lock(&self.writer);
         let transaction = writer.transaction()?;
         {
-            let mut insert = transaction.prepare_cached(&format!(
-                "INSERT INTO log ({}) VALUES ({})",
-                raw_columns(),
-                columns::placeholders(1, 5 + COUNT + 5)
-            ))?;
+            let mut insert = transaction.prepare_cached(&APPEND)?;
             let received_at = to_micros(Utc::now());
             for row in batch {
                 let location = row.reading.location.as_ref();

@@ -119,7 +119,7 @@ pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i
 /// transaction, deleted in the next, so a crash in between only repeats the copy.
 pub(super) fn adopt_unlogged(writer: &rusqlite::Connection) -> Result<(), StoreError> {
     let folded = folded_id(writer)?;
-    let columns = log::raw_columns();
+    let columns = &*log::RAW_COLUMNS;
     let copied = writer.execute(
         &format!(
             "INSERT OR IGNORE INTO log.log ({columns}) SELECT {columns} FROM main.readings \
