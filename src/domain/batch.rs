@@ -5,9 +5,9 @@
 //! fixes a rejected batch in one round trip.
 
 use chrono::{DateTime, Utc};
-use simd_json::OwnedValue;
 
 use super::field_errors::{Code, FieldErrors, In};
+use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::reading::Reading;
 
@@ -20,7 +20,7 @@ pub struct ReadingBatch(Vec<Reading>);
 
 impl ReadingBatch {
     /// Parses a batch body, listing every problem; `now` bounds each `measured_at`.
-    pub fn parse(body: &OwnedValue, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
+    pub fn parse(body: &JsonDocument, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let items = JsonObject::root(body, &mut errors)
             .and_then(|root| root.required_array("readings", &mut errors));
@@ -140,8 +140,9 @@ mod tests {
         })
     }
 
-    fn owned(value: &Value) -> OwnedValue {
-        simd_json::to_owned_value(&mut value.to_string().into_bytes()).unwrap_or_default()
+    fn owned(value: &Value) -> JsonDocument {
+        crate::http::json_value::parse(value.to_string().as_bytes())
+            .expect("serde_json writes JSON")
     }
 
     fn now() -> DateTime<Utc> {

@@ -3,11 +3,11 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use simd_json::OwnedValue;
 use uuid::Uuid;
 
 use super::device_key::DeviceId;
 use super::field_errors::{Code, FieldErrors, In};
+use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::owner::OwnerId;
 
@@ -140,7 +140,7 @@ pub struct Registration {
 
 impl Registration {
     /// Parses a registration body, listing every problem.
-    pub fn parse(body: &OwnedValue) -> Result<Self, FieldErrors> {
+    pub fn parse(body: &JsonDocument) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let Some(object) = JsonObject::root(body, &mut errors) else {
             return Err(errors);
@@ -177,7 +177,7 @@ pub struct DevicePatch {
 
 impl DevicePatch {
     /// Parses a patch body, listing every problem.
-    pub fn parse(body: &OwnedValue) -> Result<Self, FieldErrors> {
+    pub fn parse(body: &JsonDocument) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let Some(object) = JsonObject::root(body, &mut errors) else {
             return Err(errors);

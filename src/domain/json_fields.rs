@@ -4,14 +4,15 @@
 //! derive-based parser stops at the first fault, while clients deserve the whole list. A `null`
 //! counts as absent, so `"location": null` is the same as leaving `location` out.
 
-use simd_json::{OwnedValue, StaticNode};
+use simd_json::StaticNode;
 
 use super::field_errors::{Code, FieldErrors, In};
+use super::json_document::{Json, JsonArray, JsonDocument, JsonMap};
 
 /// A JSON object of the body, with the dotted path that leads to it.
 #[derive(Debug, Clone)]
 pub struct JsonObject<'a> {
-    map: &'a simd_json::owned::Object,
+    map: JsonMap<'a>,
     path: Option<String>,
 }
 
@@ -20,15 +21,15 @@ pub const ROOT: &str = "$";
 
 impl<'a> JsonObject<'a> {
     /// The body itself, which must be an object.
-    pub fn root(value: &'a OwnedValue, errors: &mut FieldErrors) -> Option<Self> {
-        match value {
-            OwnedValue::Object(map) => Some(Self { map, path: None }),
+    pub fn root(document: &'a JsonDocument, errors: &mut FieldErrors) -> Option<Self> {
+        match document.root() {
+            Json::Object(map) => Some(Self { map, path: None }),
             other => {
                 errors.push(
                     In::Body,
                     ROOT,
                     Code::Type,
-                    format!("the body must be a JSON object, not {}", kind(other)),
+                    format!("the body must be a JSON object, not {}", kind(&other)),
                 );
                 None
             }
@@ -37,14 +38,14 @@ impl<'a> JsonObject<'a> {
 
     /// An element of the body (such as `readings[3]`), which must be an object; problems inside
     /// it are named after `path`.
-    pub fn element(value: &'a OwnedValue, path: String, errors: &mut FieldErrors) -> Option<Self> {
+    pub fn element(value: Json<'a>, path: String, errors: &mut FieldErrors) -> Option<Self> {
         match value {
-            OwnedValue::Object(map) => Some(Self {
+            Json::Object(map) => Some(Self {
                 map,
                 path: Some(path),
             }),
             other => {
-                let detail = format!("`{path}` must be an object, not {}", kind(other));
+                let detail = format!("`{path}` must be an object, not {}", kind(&other));
                 errors.push(In::Body, path, Code::Type, detail);
                 None
             }
@@ -52,15 +53,15 @@ impl<'a> JsonObject<'a> {
     }
 
     /// A required array.
-    pub fn required_array(&self, key: &str, errors: &mut FieldErrors) -> Option<&'a [OwnedValue]> {
+    pub fn required_array(&self, key: &str, errors: &mut FieldErrors) -> Option<JsonArray<'a>> {
         match self.present(key) {
             None => {
                 self.missing(key, errors);
                 None
             }
-            Some(OwnedValue::Array(items)) => Some(items.as_slice()),
+            Some(Json::Array(items)) => Some(items),
             Some(other) => {
-                self.wrong_type(key, "an array", other, errors);
+                self.wrong_type(key, "an array", &other, errors);
                 None
             }
         }
@@ -74,10 +75,10 @@ impl<'a> JsonObject<'a> {
         }
     }
 
-    fn present(&self, key: &str) -> Option<&'a OwnedValue> {
+    fn present(&self, key: &str) -> Option<Json<'a>> {
         self.map
             .get(key)
-            .filter(|v| !matches!(v, OwnedValue::Static(StaticNode::Null)))
+            .filter(|v| !matches!(v, Json::Static(StaticNode::Null)))
     }
 
     fn missing(&self, key: &str, errors: &mut FieldErrors) {
@@ -89,7 +90,7 @@ impl<'a> JsonObject<'a> {
         );
     }
 
-    fn wrong_type(&self, key: &str, expected: &str, got: &OwnedValue, errors: &mut FieldErrors) {
+    fn wrong_type(&self, key: &str, expected: &str, got: &Json<'_>, errors: &mut FieldErrors) {
         errors.push(
             In::Body,
             self.name(key),
@@ -118,12 +119,12 @@ impl<'a> JsonObject<'a> {
     fn convert<T: JsonScalar>(
         &self,
         key: &str,
-        value: &OwnedValue,
+        value: Json<'_>,
         errors: &mut FieldErrors,
     ) -> Option<T> {
-        let converted = T::from_json(value);
+        let converted = T::from_json(&value);
         if converted.is_none() {
-            self.wrong_type(key, T::EXPECTED, value, errors);
+            self.wrong_type(key, T::EXPECTED, &value, errors);
         }
         converted
     }
@@ -145,16 +146,11 @@ impl<'a> JsonObject<'a> {
             .and_then(|value| self.string(key, value, errors))
     }
 
-    fn string(
-        &self,
-        key: &str,
-        value: &'a OwnedValue,
-        errors: &mut FieldErrors,
-    ) -> Option<&'a str> {
+    fn string(&self, key: &str, value: Json<'a>, errors: &mut FieldErrors) -> Option<&'a str> {
         match value {
-            OwnedValue::String(text) => Some(text.as_str()),
+            Json::String(text) => Some(text),
             other => {
-                self.wrong_type(key, "a string", other, errors);
+                self.wrong_type(key, "a string", &other, errors);
                 None
             }
         }
@@ -177,14 +173,14 @@ impl<'a> JsonObject<'a> {
             .and_then(|value| self.object(key, value, errors))
     }
 
-    fn object(&self, key: &str, value: &'a OwnedValue, errors: &mut FieldErrors) -> Option<Self> {
+    fn object(&self, key: &str, value: Json<'a>, errors: &mut FieldErrors) -> Option<Self> {
         match value {
-            OwnedValue::Object(map) => Some(Self {
+            Json::Object(map) => Some(Self {
                 map,
                 path: Some(self.name(key)),
             }),
             other => {
-                self.wrong_type(key, "an object", other, errors);
+                self.wrong_type(key, "an object", &other, errors);
                 None
             }
         }
@@ -196,14 +192,14 @@ pub trait JsonScalar: Sized {
     /// How the expected type reads in a problem detail ("a number").
     const EXPECTED: &'static str;
     /// The value, or `None` when the JSON value has another type.
-    fn from_json(value: &OwnedValue) -> Option<Self>;
+    fn from_json(value: &Json<'_>) -> Option<Self>;
 }
 
 impl JsonScalar for bool {
     const EXPECTED: &'static str = "a boolean";
-    fn from_json(value: &OwnedValue) -> Option<Self> {
+    fn from_json(value: &Json<'_>) -> Option<Self> {
         match value {
-            OwnedValue::Static(StaticNode::Bool(b)) => Some(*b),
+            Json::Static(StaticNode::Bool(b)) => Some(*b),
             _ => None,
         }
     }
@@ -211,11 +207,11 @@ impl JsonScalar for bool {
 
 impl JsonScalar for f64 {
     const EXPECTED: &'static str = "a finite number";
-    fn from_json(value: &OwnedValue) -> Option<Self> {
+    fn from_json(value: &Json<'_>) -> Option<Self> {
         let number = match value {
-            OwnedValue::Static(StaticNode::F64(f)) => *f,
-            OwnedValue::Static(StaticNode::I64(i)) => *i as f64,
-            OwnedValue::Static(StaticNode::U64(u)) => *u as f64,
+            Json::Static(StaticNode::F64(f)) => *f,
+            Json::Static(StaticNode::I64(i)) => *i as f64,
+            Json::Static(StaticNode::U64(u)) => *u as f64,
             _ => return None,
         };
         number.is_finite().then_some(number)
@@ -227,11 +223,11 @@ impl JsonScalar for i64 {
     /// Integers, and numbers without a fraction such as `42.0` (many JSON encoders write every
     /// number as a float). Values beyond the `i64` range are clamped to it, so the caller's
     /// bounds report them as `minimum`/`maximum`: every integer field has bounds.
-    fn from_json(value: &OwnedValue) -> Option<Self> {
+    fn from_json(value: &Json<'_>) -> Option<Self> {
         match value {
-            OwnedValue::Static(StaticNode::I64(i)) => Some(*i),
-            OwnedValue::Static(StaticNode::U64(u)) => Some(i64::try_from(*u).unwrap_or(i64::MAX)),
-            OwnedValue::Static(StaticNode::F64(f)) if f.is_finite() && f.fract() == 0.0 => {
+            Json::Static(StaticNode::I64(i)) => Some(*i),
+            Json::Static(StaticNode::U64(u)) => Some(i64::try_from(*u).unwrap_or(i64::MAX)),
+            Json::Static(StaticNode::F64(f)) if f.is_finite() && f.fract() == 0.0 => {
                 // `as` saturates at the i64 range.
                 Some(*f as i64)
             }
@@ -241,14 +237,14 @@ impl JsonScalar for i64 {
 }
 
 /// The JSON type of a value, for problem details.
-fn kind(value: &OwnedValue) -> &'static str {
+fn kind(value: &Json<'_>) -> &'static str {
     match value {
-        OwnedValue::Static(StaticNode::Null) => "null",
-        OwnedValue::Static(StaticNode::Bool(_)) => "a boolean",
-        OwnedValue::Static(StaticNode::F64(_)) => "a number with a fraction",
-        OwnedValue::Static(_) => "an integer",
-        OwnedValue::String(_) => "a string",
-        OwnedValue::Array(_) => "an array",
-        OwnedValue::Object(_) => "an object",
+        Json::Static(StaticNode::Null) => "null",
+        Json::Static(StaticNode::Bool(_)) => "a boolean",
+        Json::Static(StaticNode::F64(_)) => "a number with a fraction",
+        Json::Static(_) => "an integer",
+        Json::String(_) => "a string",
+        Json::Array(_) => "an array",
+        Json::Object(_) => "an object",
     }
 }

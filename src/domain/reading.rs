@@ -1,10 +1,10 @@
 //! A sensor reading: the upload body of `POST /data`, parsed and bounded.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use simd_json::OwnedValue;
 
 use super::device::DeviceUuid;
 use super::field_errors::{Code, FieldErrors, In};
+use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::measure::{Group, Measure, Measurements};
 
@@ -44,7 +44,7 @@ pub struct Reading {
 
 impl Reading {
     /// Parses an upload body, listing every problem; `now` bounds `measured_at`.
-    pub fn parse(body: &OwnedValue, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
+    pub fn parse(body: &JsonDocument, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let reading = JsonObject::root(body, &mut errors)
             .and_then(|root| Self::from_object(&root, now, &mut errors));
@@ -90,7 +90,7 @@ impl Reading {
             .and_then(|location| parse_location(&location, errors));
         let measured_at = root
             .optional_str("measured_at", errors)
-            .and_then(|text| parse_measured_at(&root.name("measured_at"), text, now, errors));
+            .and_then(|text| parse_measured_at(root, text, now, errors));
 
         let clean = errors.as_slice().len() == errors_before;
         match providers.as_slice() {
@@ -114,22 +114,21 @@ fn value(object: &JsonObject<'_>, measure: Measure, errors: &mut FieldErrors) ->
     } else {
         object.required::<f64>(key, errors)?
     };
-    let name = object.name(key);
     let (minimum, maximum) = measure.bounds();
-    (at_least(&name, value, minimum, errors) & at_most(&name, value, maximum, errors))
+    (at_least(object, key, value, minimum, errors) & at_most(object, key, value, maximum, errors))
         .then_some(value)
 }
 
 fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<Location> {
     let lat = location.required::<f64>("lat", errors);
     if let Some(lat) = lat {
-        at_least(&location.name("lat"), lat, -90.0, errors);
-        at_most(&location.name("lat"), lat, 90.0, errors);
+        at_least(location, "lat", lat, -90.0, errors);
+        at_most(location, "lat", lat, 90.0, errors);
     }
     let lon = location.required::<f64>("lon", errors);
     if let Some(lon) = lon {
-        at_least(&location.name("lon"), lon, -180.0, errors);
-        at_most(&location.name("lon"), lon, 180.0, errors);
+        at_least(location, "lon", lon, -180.0, errors);
+        at_most(location, "lon", lon, 180.0, errors);
     }
     let provider = provider(location, errors);
     Some(Location {
@@ -140,15 +139,17 @@ fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option
 }
 
 fn parse_measured_at(
-    name: &str,
+    root: &JsonObject<'_>,
     text: &str,
     now: DateTime<Utc>,
     errors: &mut FieldErrors,
 ) -> Option<DateTime<Utc>> {
+    let name = || root.name("measured_at");
     let Ok(at) = DateTime::parse_from_rfc3339(text) else {
+        let name = name();
         errors.push(
             In::Body,
-            name,
+            &name,
             Code::Format,
             format!(
                 "`{name}` must be an RFC 3339 timestamp such as 2026-11-21T14:05:00Z, not {text:?}"
@@ -158,17 +159,19 @@ fn parse_measured_at(
     };
     let at = at.with_timezone(&Utc);
     if at < now - MAX_AGE {
+        let name = name();
         errors.push(
             In::Body,
-            name,
+            &name,
             Code::Minimum,
             format!("`{name}` must not be more than 366 days ago"),
         );
         None
     } else if at > now + MAX_AHEAD {
+        let name = name();
         errors.push(
             In::Body,
-            name,
+            &name,
             Code::Maximum,
             format!("`{name}` must not be more than 5 minutes in the future"),
         );
@@ -179,18 +182,18 @@ fn parse_measured_at(
 }
 
 fn provider(object: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<String> {
-    let name = object.name("provider");
     let text = object.required_str("provider", errors)?;
     let chars = text.chars().count();
     if text.trim().is_empty() {
         errors.push(
             In::Body,
-            name,
+            object.name("provider"),
             Code::MinLength,
             "a provider must not be empty",
         );
         None
     } else if chars > MAX_PROVIDER_CHARS {
+        let name = object.name("provider");
         errors.push(
             In::Body,
             &name,
@@ -203,12 +206,20 @@ fn provider(object: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<String>
     }
 }
 
-fn at_least(name: &str, value: f64, minimum: f64, errors: &mut FieldErrors) -> bool {
+/// Whether `value` (of `key` in `object`) is at least `minimum`; a problem if not.
+fn at_least(
+    object: &JsonObject<'_>,
+    key: &str,
+    value: f64,
+    minimum: f64,
+    errors: &mut FieldErrors,
+) -> bool {
     let ok = value >= minimum;
     if !ok {
+        let name = object.name(key);
         errors.push(
             In::Body,
-            name,
+            &name,
             Code::Minimum,
             format!("`{name}` must be at least {minimum}"),
         );
@@ -216,12 +227,20 @@ fn at_least(name: &str, value: f64, minimum: f64, errors: &mut FieldErrors) -> b
     ok
 }
 
-fn at_most(name: &str, value: f64, maximum: f64, errors: &mut FieldErrors) -> bool {
+/// Whether `value` (of `key` in `object`) is at most `maximum`; a problem if not.
+fn at_most(
+    object: &JsonObject<'_>,
+    key: &str,
+    value: f64,
+    maximum: f64,
+    errors: &mut FieldErrors,
+) -> bool {
     let ok = value <= maximum;
     if !ok {
+        let name = object.name(key);
         errors.push(
             In::Body,
-            name,
+            &name,
             Code::Maximum,
             format!("`{name}` must be at most {maximum}"),
         );

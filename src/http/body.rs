@@ -19,11 +19,11 @@ use bytes::BytesMut;
 use http_body_util::BodyExt;
 
 use hyper::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
-use simd_json::OwnedValue;
 
 use super::error::ApiError;
 use super::json_value;
 use super::Request;
+use crate::domain::JsonDocument;
 
 /// Largest accepted body: 64 KiB.
 pub const MAX_BODY: usize = 65_536;
@@ -43,7 +43,7 @@ pub async fn json(
     request: Request,
     limit: usize,
     deadline: Duration,
-) -> Result<OwnedValue, ApiError> {
+) -> Result<JsonDocument, ApiError> {
     if !declares_json(&request) {
         return Err(ApiError::UnsupportedMediaType);
     }

@@ -3,9 +3,9 @@
 //! simd-json does the parsing (its tape is built without recursion), but two of its behaviours
 //! must not reach the handlers:
 //! - Its value builder, and the value's drop, recurse once per level of nesting: a 20 KB body of
-//!   `[[[[…` overflows a worker thread's stack and aborts the process. Here the value is built
-//!   from the tape by a builder that refuses to go deeper than [`MAX_DEPTH`] levels, so a body
-//!   nested deeper is a syntax-level refusal (400), and no value deeper than that ever exists.
+//!   `[[[[…` overflows a worker thread's stack and aborts the process. Here the tape becomes a
+//!   flat [`JsonDocument`] (nothing recursive), and a body nested deeper than [`MAX_DEPTH`]
+//!   levels is a syntax-level refusal (400) all the same: no body of the API nests past 4.
 //! - It refuses valid JSON whose numbers lie beyond `f64` (`1e400`) or beyond the 64-bit integers
 //!   (`-10000000000000000000`). JSON sets no such bound, and such a number in a field the server
 //!   does not know must be ignored like the field. Such text is read again with those numbers
@@ -14,8 +14,7 @@
 //!
 //! Of repeated members in an object, the last one counts (as in JavaScript and most parsers).
 
-use simd_json::tape::Node;
-use simd_json::OwnedValue;
+use crate::domain::JsonDocument;
 
 use super::json_numbers;
 
@@ -37,64 +36,27 @@ pub enum JsonError {
     TooDeep,
 }
 
-/// The value of `text`, a whole JSON document.
-pub fn parse(text: &[u8]) -> Result<OwnedValue, JsonError> {
+/// The document `text` holds, a whole JSON document.
+pub fn parse(text: &[u8]) -> Result<JsonDocument, JsonError> {
     // simd-json unescapes strings in place, so it gets a copy: the text may be needed again.
     let mut scratch = text.to_vec();
-    match simd_json::to_tape(&mut scratch) {
-        Ok(tape) => build_root(&tape.0),
+    let document = match simd_json::to_tape(&mut scratch) {
+        Ok(tape) => JsonDocument::from_tape(&tape.0),
         Err(error) => {
             let at = error.index();
             let saturated = json_numbers::saturate(text).ok_or(JsonError::Syntax { at })?;
             let mut scratch = saturated;
             let tape = simd_json::to_tape(&mut scratch).map_err(|_| JsonError::Syntax { at })?;
-            build_root(&tape.0)
+            JsonDocument::from_tape(&tape.0)
         }
-    }
-}
-
-fn build_root(nodes: &[Node<'_>]) -> Result<OwnedValue, JsonError> {
-    let mut next = 0;
-    build(nodes, &mut next, 0)
-}
-
-/// The value whose first node is `nodes[*next]`, at nesting `depth`; advances `next` past it.
-fn build(nodes: &[Node<'_>], next: &mut usize, depth: usize) -> Result<OwnedValue, JsonError> {
-    // A tape from a successful parse is complete; a short one would be simd-json's bug, and is
+    };
+    // A tape from a successful parse is whole; a broken one would be simd-json's bug, and is
     // refused rather than trusted.
-    let node = *nodes.get(*next).ok_or(JsonError::Syntax { at: 0 })?;
-    *next += 1;
-    match node {
-        Node::Static(value) => Ok(OwnedValue::Static(value)),
-        Node::String(text) => Ok(OwnedValue::from(text)),
-        Node::Array { len, .. } => {
-            if depth >= MAX_DEPTH {
-                return Err(JsonError::TooDeep);
-            }
-            let mut items = Vec::with_capacity(len);
-            for _ in 0..len {
-                items.push(build(nodes, next, depth + 1)?);
-            }
-            Ok(OwnedValue::Array(Box::new(items)))
-        }
-        Node::Object { len, .. } => {
-            if depth >= MAX_DEPTH {
-                return Err(JsonError::TooDeep);
-            }
-            let mut object =
-                simd_json::owned::Object::with_capacity_and_hasher(len, Default::default());
-            for _ in 0..len {
-                let key = match nodes.get(*next) {
-                    Some(Node::String(key)) => (*key).to_owned(),
-                    _ => return Err(JsonError::Syntax { at: 0 }),
-                };
-                *next += 1;
-                let value = build(nodes, next, depth + 1)?;
-                object.insert(key, value);
-            }
-            Ok(OwnedValue::Object(Box::new(object)))
-        }
+    let document = document.ok_or(JsonError::Syntax { at: 0 })?;
+    if document.depth() > MAX_DEPTH {
+        return Err(JsonError::TooDeep);
     }
+    Ok(document)
 }
 
 #[cfg(test)]
@@ -102,15 +64,16 @@ mod tests {
     use simd_json::StaticNode;
 
     use super::*;
+    use crate::domain::Json;
 
-    fn parsed(text: &str) -> Result<OwnedValue, JsonError> {
+    fn parsed(text: &str) -> Result<JsonDocument, JsonError> {
         parse(text.as_bytes())
     }
 
-    fn number(value: &OwnedValue, key: &str) -> Option<StaticNode> {
-        match value {
-            OwnedValue::Object(map) => match map.get(key) {
-                Some(OwnedValue::Static(node)) => Some(*node),
+    fn number(document: &JsonDocument, key: &str) -> Option<StaticNode> {
+        match document.root() {
+            Json::Object(map) => match map.get(key) {
+                Some(Json::Static(node)) => Some(node),
                 _ => None,
             },
             _ => None,
@@ -120,8 +83,10 @@ mod tests {
     #[test]
     fn a_plain_document_parses_as_simd_json_parses_it() {
         let text = r#"{"a": [1, -2, 3.5, "x\"y", null, true, {"b": {}}], "c": "é"}"#;
-        let expected = simd_json::to_owned_value(&mut text.as_bytes().to_vec()).expect("valid");
-        assert_eq!(parsed(text), Ok(expected));
+        let mut scratch = text.as_bytes().to_vec();
+        let tape = simd_json::to_tape(&mut scratch).map(|tape| tape.0);
+        let expected = tape.ok().as_deref().and_then(JsonDocument::from_tape);
+        assert_eq!(parsed(text).ok(), expected);
     }
 
     #[test]
