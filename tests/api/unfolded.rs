@@ -8,7 +8,7 @@ use std::time::Duration;
 use chrono::{TimeDelta, Utc};
 use serde_json::{json, Value};
 
-use crate::common::{assert_close, located, measured, sample_with, TestApp};
+use crate::common::{assert_close, located, measured, sample, sample_with, TestApp};
 
 /// A server whose fold runs only once `rows` readings wait (or at shutdown).
 async fn app_folding_every(rows: i64) -> TestApp {
@@ -223,6 +223,56 @@ async fn rows_folded_but_not_yet_pruned_from_the_log_count_once() {
 async fn a_database_from_before_the_ingestion_log_folds_its_unfolded_rows() {
     // Then uploads were appended to `readings` itself, and the fold read them from there.
     restart_after(UNFOLD).await;
+}
+
+/// Uploads once for a kept and twice for a doomed device, deletes the doomed one (whose readings
+/// hold the highest receipt ids), restarts, and uploads again: the new id must be past them all.
+async fn ids_after_deleting_the_newest_readings(fold_rows: i64) {
+    let app = app_folding_every(fold_rows).await;
+    let kept = app.register_named("alice", "kept").await;
+    let doomed = app.register_named("alice", "doomed").await;
+    app.upload_ok(&kept, &sample()).await;
+    let mut highest = 0;
+    for _ in 0..2 {
+        highest = app.upload_ok(&doomed, &sample()).await["id"]
+            .as_u64()
+            .expect("receipt id");
+    }
+    if fold_rows == 1 {
+        until_folded(&app, 3).await;
+    }
+    let response = app
+        .owner_request(
+            reqwest::Method::DELETE,
+            &format!("/devices/{}", doomed["id"].as_str().expect("id")),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 204);
+
+    let mut app = app;
+    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
+    app.stop().await;
+    let app = TestApp::spawn_in(data_dir, |_| {}).await;
+    let next = app.upload_ok(&kept, &sample()).await["id"]
+        .as_u64()
+        .expect("receipt id");
+    assert!(
+        next > highest,
+        "receipt id {next} after a restart reuses one up to {highest}"
+    );
+}
+
+#[tokio::test]
+async fn receipt_ids_are_not_reused_after_the_newest_folded_readings_are_deleted() {
+    ids_after_deleting_the_newest_readings(1).await;
+}
+
+#[tokio::test]
+async fn receipt_ids_are_not_reused_after_the_newest_unfolded_readings_are_deleted() {
+    ids_after_deleting_the_newest_readings(1_000_000).await;
 }
 
 #[tokio::test]

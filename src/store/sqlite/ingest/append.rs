@@ -30,7 +30,8 @@ impl SqliteReadingSink {
     pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
         let next_id = db.write_blocking(|connection| {
             Ok(log::next_id(connection, "main", "readings")?
-                .max(log::next_id(connection, "log", "log")?))
+                .max(log::next_id(connection, "log", "log")?)
+                .max(folded_id(connection)? + 1))
         })?;
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
         Ok(Self {
@@ -77,7 +78,7 @@ impl ReadingSink for SqliteReadingSink {
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await;
         let next_id = i64::try_from(self.next_id).unwrap_or(i64::MAX);
-        self.db.log().append(batch, next_id)?;
+        self.db.log().append(batch)?;
         self.db.unfolded().add(batch.iter().map(LoggedRow::of));
         self.folder.appended(next_id - 1);
         if self.backlog() >= self.fold_rows {

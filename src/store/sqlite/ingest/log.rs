@@ -15,7 +15,10 @@
 //!   everything it derives and the watermark in one transaction, commits, and only then prunes
 //!   the log through the watermark. A crash in between leaves rows in both files; those at or below
 //!   the watermark are never read again and go with the next prune.
-//! - **Ids only grow.** The next receipt id is kept here, moved with every append.
+//! - **Ids only grow.** An append does not write the next receipt id anywhere (one page fewer to
+//!   sync per commit, measured: an append dirtied about five pages): at start it is past the
+//!   highest id of both files and past the fold's watermark, which covers every pruned row. Only
+//!   deleting a device can take the highest ids away, so that moves the counter past them first.
 
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
@@ -31,7 +34,8 @@ use crate::store::{columns, StoreError};
 
 /// The log's schema, in order (see [`migrate`]).
 const SCHEMA: &[&str] = &[include_str!("../../../../schema/sqlite/log/001_log.sql")];
-/// The counter holding the next receipt id (here, and in `airq.db` before the ingestion log).
+/// The counter holding the next receipt id where the highest ids may have been deleted (here,
+/// and in `airq.db` before the ingestion log).
 const NEXT_ID: &str = "next_reading_id";
 /// WAL pages after which the appending connection checkpoints itself; the checkpointer thread
 /// normally gets there first.
@@ -105,8 +109,8 @@ impl IngestLog {
         &self.path
     }
 
-    /// Appends `batch` and moves the id counter to `next_id`, in one synced transaction.
-    pub(super) fn append(&self, batch: &[StoredReading], next_id: i64) -> Result<(), StoreError> {
+    /// Appends `batch` in one synced transaction.
+    pub(super) fn append(&self, batch: &[StoredReading]) -> Result<(), StoreError> {
         let mut writer = lock(&self.writer);
         let transaction = writer.transaction()?;
         {
@@ -128,12 +132,6 @@ impl IngestLog {
                 insert.raw_bind_parameter(next + 4, location.map(|l| l.provider.as_str()))?;
                 insert.raw_execute()?;
             }
-            transaction
-                .prepare_cached(
-                    "INSERT INTO counters (name, value) VALUES (?1, ?2) \
-                     ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
-                )?
-                .execute(params![NEXT_ID, next_id])?;
         }
         transaction.commit()?;
         Ok(())
@@ -148,11 +146,21 @@ impl IngestLog {
     }
 
     /// Deletes every row of a deleted device (before its folded readings go, so the fold
-    /// cannot bring any back).
+    /// cannot bring any back), first moving the id counter past the log's highest id, which may
+    /// be among them.
     pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<(), StoreError> {
-        lock(&self.writer)
+        let mut writer = lock(&self.writer);
+        let transaction = writer.transaction()?;
+        transaction
+            .prepare_cached(
+                "INSERT INTO counters (name, value) SELECT ?1, coalesce(max(id) + 1, 0) FROM log WHERE true \
+                 ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
+            )?
+            .execute(params![NEXT_ID])?;
+        transaction
             .prepare_cached("DELETE FROM log WHERE device = ?1")?
             .execute([device.as_slice()])?;
+        transaction.commit()?;
         Ok(())
     }
 }
