@@ -123,10 +123,10 @@ pub struct ServeArgs {
     pub sqlite_busy_timeout_ms: u64,
     /// The embedded store folds appended readings into its indexes and rollups at the latest
     /// this long after the previous fold…
-    #[arg(long, env = "AIRQ_FOLD_INTERVAL_MS", default_value_t = 500)]
+    #[arg(long, env = "AIRQ_FOLD_INTERVAL_MS", default_value_t = 2000)]
     pub fold_interval_ms: u64,
     /// …or as soon as this many readings wait to be folded.
-    #[arg(long, env = "AIRQ_FOLD_BATCH_ROWS", default_value_t = 16_384, value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, env = "AIRQ_FOLD_BATCH_ROWS", default_value_t = 65_536, value_parser = clap::value_parser!(i64).range(1..))]
     pub fold_batch_rows: i64,
     /// How long the public map is served from the cache.
     #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]

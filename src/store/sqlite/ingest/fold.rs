@@ -7,7 +7,8 @@
 //! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
 //! reading (measured with 10,000 devices: chunks of 16,384 rows fold for about a quarter of the
-//! CPU per reading that chunks of 2,048 did). Reads do not pay for the larger backlog: they take
+//! CPU per reading that chunks of 2,048 did; folding every 2 s instead of every 0.5 s took
+//! single uploads from 20.8 k to 28.0 k a second). Reads do not pay for the larger backlog: they take
 //! unfolded rows from memory ([`Unfolded`](super::Unfolded)). Each transaction moves the watermark
 //! together with what it derived, so a crash never folds a row twice or loses one.
 
@@ -25,7 +26,9 @@ use crate::store::sqlite::rollup::Deltas;
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
 
-/// Most rows folded in one transaction (the writer connection is held that long).
+/// Most rows folded in one transaction (the writer connection is held that long, and the chunk's
+/// rows are in memory twice meanwhile: 65,536 measured no faster within the noise of single
+/// uploads, and took batch uploads' peak RSS to the 150 MB target).
 const CHUNK: i64 = 16_384;
 
 /// When the fold runs.

@@ -42,8 +42,10 @@ pub use fold::FoldConfig;
 pub(crate) use log::IngestLog;
 pub(crate) use unfolded::Unfolded;
 
-/// Unfolded rows after which appends wait for the fold.
-pub(crate) const MAX_BACKLOG: i64 = 200_000;
+/// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while
+/// it waits (measured: 100,000 more rows, 30 MiB more peak RSS), and the server's RSS target is
+/// 150 MB.
+pub(crate) const MAX_BACKLOG: i64 = 100_000;
 /// The counter holding the highest folded receipt id.
 const FOLDED_ID: &str = "folded_id";
 
