@@ -64,7 +64,8 @@ impl Reading {
         let errors_before = errors.as_slice().len();
         let mut values = Measurements::default();
         let mut complete = true;
-        let mut providers = Vec::with_capacity(2);
+        let mut pms_provider = None;
+        let mut temperature_provider = None;
         for group in Group::ALL {
             let object = match group.key() {
                 None => Some(root.clone()),
@@ -80,8 +81,10 @@ impl Reading {
                     None => complete = false,
                 }
             }
-            if group != Group::Body {
-                providers.push(provider(&object, errors));
+            match group {
+                Group::Body => {}
+                Group::Pms => pms_provider = provider(&object, errors),
+                Group::Climate => temperature_provider = provider(&object, errors),
             }
         }
 
@@ -93,11 +96,11 @@ impl Reading {
             .and_then(|text| parse_measured_at(root, text, now, errors));
 
         let clean = errors.as_slice().len() == errors_before;
-        match providers.as_slice() {
-            [Some(pms_provider), Some(temperature_provider)] if complete && clean => Some(Self {
+        match (pms_provider, temperature_provider) {
+            (Some(pms_provider), Some(temperature_provider)) if complete && clean => Some(Self {
                 values,
-                pms_provider: pms_provider.clone(),
-                temperature_provider: temperature_provider.clone(),
+                pms_provider,
+                temperature_provider,
                 location,
                 measured_at,
             }),
