@@ -8,9 +8,9 @@
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
 //! reading (measured with 10,000 devices: chunks of 16,384 rows fold for about a quarter of the
 //! CPU per reading that chunks of 2,048 did; folding every 2 s instead of every 0.5 s took
-//! single uploads from 20.8 k to 28.0 k a second). Reads do not pay for the larger backlog: they take
-//! unfolded rows from memory ([`Unfolded`](super::Unfolded)). Each transaction moves the watermark
-//! together with what it derived, so a crash never folds a row twice or loses one.
+//! single uploads from 20.8 k to 28.0 k a second). Reads do not pay for the larger backlog: they
+//! take unfolded rows from memory ([`Unfolded`](super::Unfolded)). Each transaction moves the
+//! watermark together with what it derived, so a crash never folds a row twice or loses one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -153,7 +153,8 @@ impl IngestLog {
         let transaction = writer.transaction()?;
         transaction
             .prepare_cached(
-                "INSERT INTO counters (name, value) SELECT ?1, coalesce(max(id) + 1, 0) FROM log WHERE true \
+                "INSERT INTO counters (name, value) \
+                 SELECT ?1, coalesce(max(id) + 1, 0) FROM log WHERE true \
                  ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
             )?
             .execute(params![NEXT_ID])?;
