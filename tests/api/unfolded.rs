@@ -145,6 +145,72 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
+/// Uploads `first` (three keyed readings), waits for their fold, then `second` (three more, which
+/// a second fold takes in one chunk), and checks that `expected` readings are stored, counted and
+/// summed once each.
+async fn fold_twice(first: [i64; 3], second: [(i64, i64); 3], expected: i64) -> Value {
+    let app = app_folding_every(3).await;
+    let device = app.register_named("alice", "balcony").await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let now = Utc::now();
+    for minutes in first {
+        app.upload_ok(
+            &device,
+            &measured(
+                sample_with(10, 1.0, 20.0),
+                now - TimeDelta::minutes(minutes),
+            ),
+        )
+        .await;
+    }
+    until_folded(&app, 3).await;
+    for (minutes, aqi) in second {
+        app.upload_ok(
+            &device,
+            &measured(
+                sample_with(aqi, 1.0, 20.0),
+                now - TimeDelta::minutes(minutes),
+            ),
+        )
+        .await;
+    }
+    until_folded(&app, expected).await;
+    for _ in 0..500 {
+        if app.stored_ids().await.len() as i64 == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(app.stored_ids().await.len() as i64, expected, "raw rows");
+    assert_eq!(
+        count(
+            app.data_dir.path(),
+            "SELECT coalesce(sum(samples), 0) FROM rollups_15m"
+        ),
+        expected,
+        "the rollups count each reading once"
+    );
+    let current = app
+        .data_as("alice", &format!("/devices/{id}/current"))
+        .await;
+    assert_eq!(current["sample_count"], expected, "{current}");
+    current
+}
+
+#[tokio::test]
+async fn a_folded_reading_is_replaced_when_its_replacement_is_folded() {
+    // The replacement (20 minutes ago) is older than the device's latest folded reading.
+    let current = fold_twice([40, 20, 5], [(20, 40), (3, 10), (2, 10)], 5).await;
+    assert_eq!(current["aqi"], 16, "(10 + 40 + 10 + 10 + 10) / 5");
+}
+
+#[tokio::test]
+async fn a_reading_replaced_within_one_fold_is_counted_once() {
+    // Both uploads of the key are newer than every folded reading and folded in one chunk.
+    let current = fold_twice([30, 29, 28], [(10, 10), (10, 70), (5, 10)], 5).await;
+    assert_eq!(current["aqi"], 22, "(10 + 10 + 10 + 70 + 10) / 5");
+}
+
 /// The raw columns of `readings` and of the ingestion log's `log`.
 const RAW: &str = "id, device, at, received_at, keyed, aqi, pm1_0, pm2_5, pm10_0, temperature, \
                    heat_index, humidity, pms_provider, temperature_provider, lat, lon, \

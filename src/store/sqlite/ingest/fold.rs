@@ -203,13 +203,41 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
          ON CONFLICT (device, at, dedup) DO UPDATE SET id = excluded.id",
     )?;
     let mut delete = transaction.prepare_cached("DELETE FROM readings WHERE id = ?1")?;
+    let mut folded_latest =
+        transaction.prepare_cached("SELECT last_seen FROM device_latest WHERE device = ?1")?;
     let mut deltas = Deltas::default();
     let mut last_seen: HashMap<[u8; 16], i64> = HashMap::new();
     let mut located: HashMap<[u8; 16], &LoggedRow> = HashMap::new();
     let mut relocate: HashSet<[u8; 16]> = HashSet::new();
+    // The device whose folded readings the loop last asked about, and the latest time among them
+    // (`device_latest.last_seen` only grows): a keyed row past it can only replace a keyed row of
+    // this chunk, the last one before it in key order. Most keyed rows are past it (a sensor's
+    // clock moves forward), and they skip the key lookup; without a `device_latest` row, every
+    // row looks.
+    let mut asked: Option<([u8; 16], i64)> = None;
+    let mut last_key: Option<([u8; 16], i64)> = None;
     for row in &rows {
         let at = from_micros(row.at)?;
+        let replaces_in_chunk = row.keyed && last_key == Some((row.device, row.at));
         if row.keyed {
+            last_key = Some((row.device, row.at));
+        }
+        let may_replace = row.keyed
+            && (replaces_in_chunk || {
+                let latest = match asked {
+                    Some((device, latest)) if device == row.device => latest,
+                    _ => {
+                        let latest = folded_latest
+                            .query_row([row.device.as_slice()], |found| found.get(0))
+                            .optional()?
+                            .unwrap_or(i64::MAX);
+                        asked = Some((row.device, latest));
+                        latest
+                    }
+                };
+                row.at <= latest
+            });
+        if may_replace {
             let replaced = find_key
                 .query_row(params![row.device.as_slice(), row.at], |found| {
                     Ok(Replaced {
@@ -239,7 +267,7 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
             }
         }
     }
-    drop((find_key, index, delete));
+    drop((find_key, index, delete, folded_latest));
     deltas.apply(&transaction)?;
     advance_latest(&transaction, &last_seen, &located)?;
     for device in relocate {
