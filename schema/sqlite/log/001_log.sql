@@ -24,8 +24,9 @@ CREATE TABLE IF NOT EXISTS log (
     location_provider    TEXT
 ) STRICT;
 
--- The next receipt id, moved forward with every append (ids are never reused, even when the
--- rows of a deleted device left the end of both tables empty).
+-- The next receipt id where a deleted device took the highest ids away (ids are never reused,
+-- even when the rows of a deleted device left the end of both tables empty). Appends do not
+-- write it: at start the next id is past every id in both files and the fold's watermark.
 CREATE TABLE IF NOT EXISTS counters (
     name  TEXT    PRIMARY KEY,
     value INTEGER NOT NULL

@@ -1,8 +1,8 @@
 //! Append first, index behind: how the embedded store takes readings in.
 //!
 //! The batch writer's commit only **appends** the raw rows to the ingestion log ([`IngestLog`],
-//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`) and
-//! moves the id counter; the commit runs with `synchronous = FULL`, so once it returns the rows
+//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`); the
+//! commit runs with `synchronous = FULL`, so once it returns the rows
 //! survive `kill -9` and power loss, and only then is the upload answered 201. Everything else is
 //! **folded** in behind, by a thread of its own, from the log rows past the `folded_id` counter,
 //! in large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
