@@ -230,6 +230,27 @@ impl<'d> JsonMap<'d> {
     }
 }
 
+/// The document as serde_json sees it, to compare with what serde_json parses (tests only).
+#[cfg(test)]
+pub(crate) fn to_serde(value: Json<'_>) -> serde_json::Value {
+    match value {
+        Json::Static(StaticNode::Null) => serde_json::Value::Null,
+        Json::Static(StaticNode::Bool(b)) => b.into(),
+        Json::Static(StaticNode::I64(i)) => i.into(),
+        Json::Static(StaticNode::U64(u)) => u.into(),
+        Json::Static(StaticNode::F64(f)) => f.into(),
+        Json::String(text) => text.into(),
+        Json::Array(items) => items.iter().map(to_serde).collect(),
+        Json::Object(map) => {
+            let mut object = serde_json::Map::new();
+            for (key, value) in map.members() {
+                object.insert(key.to_owned(), to_serde(value));
+            }
+            object.into()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,26 +259,6 @@ mod tests {
         let mut bytes = text.as_bytes().to_vec();
         let tape = simd_json::to_tape(&mut bytes).expect("valid JSON");
         JsonDocument::from_tape(&tape.0).expect("a whole document")
-    }
-
-    /// The document as serde_json sees it, to compare with what serde_json parses.
-    fn to_serde(value: Json<'_>) -> serde_json::Value {
-        match value {
-            Json::Static(StaticNode::Null) => serde_json::Value::Null,
-            Json::Static(StaticNode::Bool(b)) => b.into(),
-            Json::Static(StaticNode::I64(i)) => i.into(),
-            Json::Static(StaticNode::U64(u)) => u.into(),
-            Json::Static(StaticNode::F64(f)) => f.into(),
-            Json::String(text) => text.into(),
-            Json::Array(items) => items.iter().map(to_serde).collect(),
-            Json::Object(map) => {
-                let mut object = serde_json::Map::new();
-                for (key, value) in map.members() {
-                    object.insert(key.to_owned(), to_serde(value));
-                }
-                object.into()
-            }
-        }
     }
 
     #[test]

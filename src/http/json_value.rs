@@ -185,8 +185,13 @@ mod tests {
             }
 
             #[test]
-            fn every_json_document_parses(document in document()) {
-                prop_assert!(parse(document.to_string().as_bytes()).is_ok());
+            fn every_json_document_reads_back_as_it_was_written(document in document()) {
+                let parsed = parse(document.to_string().as_bytes());
+                prop_assert!(parsed.is_ok(), "{}", document);
+                if let Ok(parsed) = parsed {
+                    let read_back = crate::domain::json_document::to_serde(parsed.root());
+                    prop_assert_eq!(read_back, document);
+                }
             }
 
             #[test]
