@@ -3,8 +3,8 @@
 //! Every instant is fixed; the server's manual clock is set before samples are placed with
 //! `measured_at`, so windows and the 20-minute status rule are tested without sleeping.
 
+use crate::upload::delete;
 use chrono::{DateTime, TimeDelta, Utc};
-use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::common::{
@@ -593,16 +593,7 @@ async fn a_deleted_device_no_longer_counts_owner_wide() {
     let data = app.data_as("alice", "/air-quality/current").await;
     assert_eq!(data["sample_count"].as_u64(), Some(2));
 
-    let response = app
-        .owner_request(
-            Method::DELETE,
-            &format!("/devices/{}", deleted["id"].as_str().expect("id")),
-            "alice",
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 204);
+    delete(&app, &deleted).await;
 
     let data = app.data_as("alice", "/air-quality/current").await;
     assert_eq!(data["sample_count"].as_u64(), Some(1), "{data}");
@@ -613,16 +604,7 @@ async fn a_deleted_device_no_longer_counts_owner_wide() {
     assert_eq!(data["location"], Value::Null);
     problem(app.get_as("alice", &device_path(&deleted)).await, 404).await;
 
-    let response = app
-        .owner_request(
-            Method::DELETE,
-            &format!("/devices/{}", kept["id"].as_str().expect("id")),
-            "alice",
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 204);
+    delete(&app, &kept).await;
     problem(app.get_as("alice", "/air-quality/current").await, 404).await;
 }
 
@@ -633,16 +615,7 @@ async fn a_deleted_device_cannot_report_again() {
     let device = app.register_named("alice", "Deleted").await;
     // The upload puts the device's credentials into the server's cache.
     report(&app, &device, sample(), t0() - minutes(2)).await;
-    let response = app
-        .owner_request(
-            Method::DELETE,
-            &format!("/devices/{}", device["id"].as_str().expect("id")),
-            "alice",
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 204);
+    delete(&app, &device).await;
 
     let response = app.upload(&device, &sample()).await;
     problem(response, 401).await;

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{json, Value};
 
 use crate::common::{assert_close, located, measured, sample, sample_with, TestApp};
+use crate::upload::delete;
 
 /// A server whose fold runs only once `rows` readings wait (or at shutdown).
 async fn app_folding_every(rows: i64) -> TestApp {
@@ -47,6 +48,20 @@ async fn public_device(app: &TestApp) -> Value {
         json!({ "name": "Roof", "is_public": true, "is_location_public": true }),
     )
     .await
+}
+
+/// Uploads one keyed reading per `(minutes, aqi)`, measured that many minutes before `now`.
+async fn upload_keyed(app: &TestApp, device: &Value, now: DateTime<Utc>, readings: &[(i64, i64)]) {
+    for &(minutes, aqi) in readings {
+        app.upload_ok(
+            device,
+            &measured(
+                sample_with(aqi, 1.0, 20.0),
+                now - TimeDelta::minutes(minutes),
+            ),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
@@ -145,35 +160,17 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
-/// Uploads `first` (three keyed readings), waits for their fold, then `second` (three more, which
-/// a second fold takes in one chunk), and checks that `expected` readings are stored, counted and
-/// summed once each.
-async fn fold_twice(first: [i64; 3], second: [(i64, i64); 3], expected: i64) -> Value {
+/// Uploads `first` (three keyed readings, `(minutes ago, aqi)`), waits for their fold, then
+/// `second` (three more, which a second fold takes in one chunk), and checks that `expected`
+/// readings are stored, counted and summed once each.
+async fn fold_twice(first: &[(i64, i64)], second: &[(i64, i64)], expected: i64) -> Value {
     let app = app_folding_every(3).await;
     let device = app.register_named("alice", "balcony").await;
     let id = device["id"].as_str().expect("id").to_owned();
     let now = Utc::now();
-    for minutes in first {
-        app.upload_ok(
-            &device,
-            &measured(
-                sample_with(10, 1.0, 20.0),
-                now - TimeDelta::minutes(minutes),
-            ),
-        )
-        .await;
-    }
+    upload_keyed(&app, &device, now, first).await;
     until_folded(&app, 3).await;
-    for (minutes, aqi) in second {
-        app.upload_ok(
-            &device,
-            &measured(
-                sample_with(aqi, 1.0, 20.0),
-                now - TimeDelta::minutes(minutes),
-            ),
-        )
-        .await;
-    }
+    upload_keyed(&app, &device, now, second).await;
     until_folded(&app, expected).await;
     for _ in 0..500 {
         if app.stored_ids().await.len() as i64 == expected {
@@ -200,14 +197,24 @@ async fn fold_twice(first: [i64; 3], second: [(i64, i64); 3], expected: i64) -> 
 #[tokio::test]
 async fn a_folded_reading_is_replaced_when_its_replacement_is_folded() {
     // The replacement (20 minutes ago) is older than the device's latest folded reading.
-    let current = fold_twice([40, 20, 5], [(20, 40), (3, 10), (2, 10)], 5).await;
+    let current = fold_twice(
+        &[(40, 10), (20, 10), (5, 10)],
+        &[(20, 40), (3, 10), (2, 10)],
+        5,
+    )
+    .await;
     assert_eq!(current["aqi"], 16, "(10 + 40 + 10 + 10 + 10) / 5");
 }
 
 #[tokio::test]
 async fn a_reading_replaced_within_one_fold_is_counted_once() {
     // Both uploads of the key are newer than every folded reading and folded in one chunk.
-    let current = fold_twice([30, 29, 28], [(10, 10), (10, 70), (5, 10)], 5).await;
+    let current = fold_twice(
+        &[(30, 10), (29, 10), (28, 10)],
+        &[(10, 10), (10, 70), (5, 10)],
+        5,
+    )
+    .await;
     assert_eq!(current["aqi"], 22, "(10 + 10 + 10 + 70 + 10) / 5");
 }
 
@@ -223,16 +230,7 @@ async fn restart_after(crash: &str) {
     let device = app.register_named("alice", "balcony").await;
     let id = device["id"].as_str().expect("id").to_owned();
     let now = Utc::now();
-    for minutes in [30, 20, 10] {
-        app.upload_ok(
-            &device,
-            &measured(
-                sample_with(20, 2.0, 20.0),
-                now - TimeDelta::minutes(minutes),
-            ),
-        )
-        .await;
-    }
+    upload_keyed(&app, &device, now, &[(30, 20), (20, 20), (10, 20)]).await;
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
     app.stop().await;
     let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
@@ -307,16 +305,7 @@ async fn ids_after_deleting_the_newest_readings(fold_rows: i64) {
     if fold_rows == 1 {
         until_folded(&app, 3).await;
     }
-    let response = app
-        .owner_request(
-            reqwest::Method::DELETE,
-            &format!("/devices/{}", doomed["id"].as_str().expect("id")),
-            "alice",
-        )
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 204);
+    delete(&app, &doomed).await;
 
     let mut app = app;
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));

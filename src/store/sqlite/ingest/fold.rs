@@ -223,20 +223,8 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
             last_key = Some((row.device, row.at));
         }
         let may_replace = row.keyed
-            && (replaces_in_chunk || {
-                let latest = match asked {
-                    Some((device, latest)) if device == row.device => latest,
-                    _ => {
-                        let latest = folded_latest
-                            .query_row([row.device.as_slice()], |found| found.get(0))
-                            .optional()?
-                            .unwrap_or(i64::MAX);
-                        asked = Some((row.device, latest));
-                        latest
-                    }
-                };
-                row.at <= latest
-            });
+            && (replaces_in_chunk
+                || row.at <= latest_folded(&mut folded_latest, &mut asked, row.device)?);
         if may_replace {
             let replaced = find_key
                 .query_row(params![row.device.as_slice(), row.at], |found| {
@@ -281,6 +269,26 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
         through: last,
         devices: last_seen.into_keys().collect(),
     }))
+}
+
+/// The latest time among `device`'s folded readings (`i64::MAX` when it has no `device_latest`
+/// row, so every row of it looks its key up), asked once while the loop stays on one device.
+fn latest_folded(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    asked: &mut Option<([u8; 16], i64)>,
+    device: [u8; 16],
+) -> Result<i64, StoreError> {
+    if let Some((known, latest)) = *asked {
+        if known == device {
+            return Ok(latest);
+        }
+    }
+    let latest = statement
+        .query_row([device.as_slice()], |found| found.get(0))
+        .optional()?
+        .unwrap_or(i64::MAX);
+    *asked = Some((device, latest));
+    Ok(latest)
 }
 
 /// The columns of `device_latest` describing the latest located sample.
