@@ -266,7 +266,8 @@ async fn restart_after(crash: &str) {
 
 /// Nothing derived, and the watermark back at the start.
 const UNFOLD: &str = "DELETE FROM readings_by_device; DELETE FROM rollups_15m; \
-                      DELETE FROM rollups_1d; DELETE FROM device_latest; \
+                      DELETE FROM rollups_1d; DELETE FROM rollups_hour_of_day; \
+                      DELETE FROM device_latest; \
                       UPDATE main.counters SET value = 0 WHERE name = 'folded_id';";
 
 #[tokio::test]
@@ -491,20 +492,10 @@ async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-#[tokio::test]
-async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tail() {
-    // Folded, a Berlin or Kolkata day is a UTC day with the quarter hours between each edge and
-    // the nearest midnight added or taken away: the means must not change when the fold runs.
-    let times = [
-        "2026-11-19T22:45:00Z", // Berlin 20th 23:45, Kolkata 20th 04:15
-        "2026-11-19T23:10:00Z", // Berlin 20th 00:10
-        "2026-11-20T00:05:00Z",
-        "2026-11-20T12:00:00Z",
-        "2026-11-20T18:40:00Z", // Kolkata 21st 00:10
-        "2026-11-20T22:50:00Z", // Berlin 20th 23:50
-        "2026-11-20T23:20:00Z", // Berlin 21st 00:20
-        "2026-11-21T23:59:00Z",
-    ];
+/// Uploads one keyed reading at each of `times` (pm2.5 `1.1 + 2.37 × index`) with the fold held
+/// back, reads `queries` from the tail, lets the fold run and reads them again: every bucket's
+/// mean must be the same. Answers the folded reads.
+async fn rollups_read_like_the_tail(times: &[&str], queries: &[&str]) -> Vec<Vec<(String, f64)>> {
     // One more reading, of another owner, sets the fold off once the tail has been read.
     let rows = times.len() as i64 + 1;
     let app = app_folding_every(rows).await;
@@ -518,13 +509,6 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
         )
         .await;
     }
-    let queries = [
-        "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin",
-        "start_date=2026-11-19&end_date=2026-11-22&tz=Asia/Kolkata",
-        "start_date=2026-11-19&end_date=2026-11-22",
-        "start_date=2026-11-01&end_date=2026-11-30&interval=month&tz=Europe/Berlin",
-        "start_date=2026-11-20&end_date=2026-11-21&interval=hour&tz=Europe/Berlin",
-    ];
     let mut before = Vec::new();
     for query in queries {
         before.push(pm2_5_by_label(&app, query).await);
@@ -533,7 +517,8 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
     let other = app.register_named("bob", "elsewhere").await;
     app.upload_ok(&other, &sample_with(10, 1.0, 20.0)).await;
     until_folded(&app, rows).await;
-    for (query, before) in queries.into_iter().zip(before) {
+    let mut folded_reads = Vec::new();
+    for (query, before) in queries.iter().zip(before) {
         let after = pm2_5_by_label(&app, query).await;
         assert_eq!(
             after.len(),
@@ -547,17 +532,126 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
                 "{query} {label}: {folded} vs {tail}"
             );
         }
+        folded_reads.push(after);
     }
-    // Berlin's 20th: 00:10, 01:05, 13:00, 19:40 and 23:50 local.
-    let berlin = pm2_5_by_label(&app, queries[0]).await;
-    let expected = [1, 2, 3, 4, 5]
-        .map(|i| 1.1 + 2.37 * f64::from(i))
+    folded_reads
+}
+
+/// The mean pm2.5 of the readings with these indexes in [`rollups_read_like_the_tail`].
+fn mean_of(indexes: &[i32]) -> f64 {
+    indexes
         .iter()
+        .map(|&i| 1.1 + 2.37 * f64::from(i))
         .sum::<f64>()
-        / 5.0;
-    let day = berlin
-        .iter()
-        .find(|(label, _)| label == "2026-11-20")
-        .expect("the 20th");
-    assert!((day.1 - expected).abs() < 1e-9, "{day:?} vs {expected}");
+        / indexes.len() as f64
+}
+
+fn bucket<'a>(read: &'a [(String, f64)], label: &str) -> &'a (String, f64) {
+    read.iter()
+        .find(|(found, _)| found == label)
+        .unwrap_or_else(|| panic!("no bucket {label} in {read:?}"))
+}
+
+#[tokio::test]
+async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tail() {
+    // Folded, a Berlin or Kolkata day is a UTC day with the time between each edge and the
+    // nearest midnight added or taken away: the means must not change when the fold runs.
+    let times = [
+        "2026-11-19T22:45:00Z", // Berlin 20th 23:45, Kolkata 20th 04:15
+        "2026-11-19T23:10:00Z", // Berlin 20th 00:10
+        "2026-11-20T00:05:00Z",
+        "2026-11-20T12:00:00Z",
+        "2026-11-20T18:40:00Z", // Kolkata 21st 00:10
+        "2026-11-20T22:50:00Z", // Berlin 20th 23:50
+        "2026-11-20T23:20:00Z", // Berlin 21st 00:20
+        "2026-11-21T23:59:00Z",
+    ];
+    let queries = [
+        "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin",
+        "start_date=2026-11-19&end_date=2026-11-22&tz=Asia/Kolkata",
+        "start_date=2026-11-19&end_date=2026-11-22",
+        "start_date=2026-11-01&end_date=2026-11-30&interval=month&tz=Europe/Berlin",
+        "start_date=2026-11-20&end_date=2026-11-21&interval=hour&tz=Europe/Berlin",
+    ];
+    let reads = rollups_read_like_the_tail(&times, &queries).await;
+    // Berlin's 20th: 00:10, 01:05, 13:00, 19:40 and 23:50 local.
+    let day = bucket(&reads[0], "2026-11-20");
+    assert!((day.1 - mean_of(&[1, 2, 3, 4, 5])).abs() < 1e-9, "{day:?}");
+    // Kolkata's 21st: 00:10, 04:20 and 04:50 local.
+    let day = bucket(&reads[1], "2026-11-21");
+    assert!((day.1 - mean_of(&[4, 5, 6])).abs() < 1e-9, "{day:?}");
+}
+
+#[tokio::test]
+async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail() {
+    // In summer a Berlin day starts at 22:00 UTC: two whole hours at each edge.
+    let times = [
+        "2026-07-09T21:59:00Z", // Berlin 9th 23:59
+        "2026-07-09T22:00:00Z", // Berlin 10th 00:00
+        "2026-07-09T23:30:00Z", // Berlin 10th 01:30
+        "2026-07-10T11:00:00Z",
+        "2026-07-10T21:15:00Z", // Berlin 10th 23:15
+        "2026-07-10T22:45:00Z", // Berlin 11th 00:45
+        "2026-07-11T23:05:00Z", // Berlin 12th 01:05
+    ];
+    let queries = [
+        "start_date=2026-07-09&end_date=2026-07-12&tz=Europe/Berlin",
+        "start_date=2026-07-01&end_date=2026-07-31&interval=month&tz=Europe/Berlin",
+        "start_date=2026-07-09&end_date=2026-07-11&tz=America/Sao_Paulo",
+    ];
+    let reads = rollups_read_like_the_tail(&times, &queries).await;
+    let day = bucket(&reads[0], "2026-07-10");
+    assert!((day.1 - mean_of(&[1, 2, 3, 4])).abs() < 1e-9, "{day:?}");
+    let day = bucket(&reads[0], "2026-07-11");
+    assert!((day.1 - mean_of(&[5])).abs() < 1e-9, "{day:?}");
+}
+
+#[tokio::test]
+async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() {
+    let mut app = app_folding_every(1).await;
+    let device = app.register_named("alice", "balcony").await;
+    let times = [
+        "2026-11-19T22:45:00Z",
+        "2026-11-19T23:10:00Z",
+        "2026-11-20T22:50:00Z",
+        "2026-11-20T23:20:00Z",
+    ];
+    for (index, at) in times.iter().enumerate() {
+        let pm2_5 = 1.1 + 2.37 * index as f64;
+        app.upload_ok(
+            &device,
+            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
+        )
+        .await;
+    }
+    until_folded(&app, times.len() as i64).await;
+    let query = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin";
+    let before = pm2_5_by_label(&app, query).await;
+    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
+    app.stop().await;
+    let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
+    db.execute_batch("DROP TABLE rollups_hour_of_day; PRAGMA user_version = 4;")
+        .expect("the schema before the hour-of-day rollups");
+    drop(db);
+
+    let app = TestApp::spawn_in(data_dir, |_| {}).await;
+    assert_eq!(
+        count(
+            app.data_dir.path(),
+            "SELECT coalesce(sum(samples), 0) FROM rollups_hour_of_day"
+        ),
+        times.len() as i64,
+        "derived from the quarter hours"
+    );
+    let after = pm2_5_by_label(&app, query).await;
+    assert_eq!(after.len(), before.len(), "{after:?} vs {before:?}");
+    for ((label, derived), (label_before, folded)) in after.iter().zip(&before) {
+        assert_eq!(label, label_before);
+        assert!(
+            (derived - folded).abs() < 1e-9,
+            "{label}: {derived} vs {folded}"
+        );
+    }
+    let day = bucket(&before, "2026-11-20");
+    assert!((day.1 - mean_of(&[1, 2])).abs() < 1e-9, "{day:?}");
 }

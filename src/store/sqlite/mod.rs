@@ -40,6 +40,7 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/002_readings.sql"),
     include_str!("../../../schema/sqlite/003_backfill_daily_rollups.sql"),
     include_str!("../../../schema/sqlite/004_append_first.sql"),
+    include_str!("../../../schema/sqlite/005_hour_of_day_rollups.sql"),
 ];
 
 /// Readers kept open for reuse; more may exist briefly under load.

@@ -269,6 +269,7 @@ impl ReadingStore for SqliteReadings {
                     "readings_by_device",
                     "rollups_15m",
                     "rollups_1d",
+                    "rollups_hour_of_day",
                     "device_latest",
                 ] {
                     transaction

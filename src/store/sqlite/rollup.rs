@@ -1,14 +1,17 @@
 //! Rollups: sums per device and time slot, so a bucket of any calendar reads a few rows instead
 //! of every sample.
 //!
-//! Two resolutions: quarter hours answer any calendar bucket of any zone exactly (every offset is
-//! a multiple of 15 minutes); UTC days answer the whole days inside a long bucket, so a month
-//! costs about 30 rows per device instead of about 2,900. A bucket whose edges are not at UTC
-//! midnight takes the quarter hours between each edge and its nearest midnight, added or taken
-//! away ([`cover`]): a Berlin day is one day row and eight quarter rows, not 96. A plan's buckets
-//! are contiguous, so all of them are read with one range query per resolution ([`runs`],
-//! [`SlotSums`]), not one per bucket. The fold keeps both resolutions, adding what it folds and
-//! subtracting what a replacing reading took the place of.
+//! Three resolutions: quarter hours answer any calendar bucket of any zone exactly (every offset
+//! is a multiple of 15 minutes); UTC days answer the whole days inside a long bucket, so a month
+//! costs about 30 rows per device instead of about 2,900; hours, ordered by hour of day before
+//! day, answer the edges of days in zones whose midnight is not UTC's. A bucket whose edges are
+//! not at UTC midnight takes the time between each edge and its nearest midnight, added or taken
+//! away ([`cover`]), in whole hours where it can and quarter hours where it must: a Berlin day is
+//! one day row and one hour row at each end, and since a year of 23:00 hours lies in one range
+//! of the hour-of-day order, a year of Berlin days reads three ranges per device, not 367. A
+//! plan's buckets are contiguous, so all of them are read with one range query per resolution and
+//! run ([`runs`], [`SlotSums`]), not one per bucket. The fold keeps every resolution, adding what
+//! it folds and subtracting what a replacing reading took the place of.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -27,28 +30,48 @@ use crate::store::{columns, StoreError};
 pub(super) enum Rollup {
     Quarter,
     Day,
+    /// Hours, slot `hour_of_day * 2^32 + day` (see `schema/sqlite/005_hour_of_day_rollups.sql`).
+    HourOfDay,
 }
 
+/// Slots between one hour of day and the next in [`Rollup::HourOfDay`]: more than any day number.
+const HOUR_OF_DAY_STRIDE: i64 = 1 << 32;
+const HOUR: i64 = 3_600;
+const DAY: i64 = 86_400;
+const QUARTER: i64 = 900;
+
 impl Rollup {
-    pub(super) const ALL: [Rollup; 2] = [Rollup::Quarter, Rollup::Day];
+    pub(super) const ALL: [Rollup; 3] = [Rollup::Quarter, Rollup::Day, Rollup::HourOfDay];
 
     pub(super) fn table(self) -> &'static str {
         match self {
             Self::Quarter => "rollups_15m",
             Self::Day => "rollups_1d",
+            Self::HourOfDay => "rollups_hour_of_day",
         }
     }
 
+    /// The time one row covers.
     pub(super) fn seconds(self) -> i64 {
         match self {
-            Self::Quarter => 900,
-            Self::Day => 86_400,
+            Self::Quarter => QUARTER,
+            Self::Day => DAY,
+            Self::HourOfDay => HOUR,
         }
     }
 
     pub(super) fn slot(self, at: DateTime<Utc>) -> i64 {
-        at.timestamp().div_euclid(self.seconds())
+        let rows = at.timestamp().div_euclid(self.seconds());
+        match self {
+            Self::Quarter | Self::Day => rows,
+            Self::HourOfDay => hour_of_day_slot(rows),
+        }
     }
+}
+
+/// The [`Rollup::HourOfDay`] slot of the hour `hour` (hours since the epoch).
+fn hour_of_day_slot(hour: i64) -> i64 {
+    hour.rem_euclid(24) * HOUR_OF_DAY_STRIDE + hour.div_euclid(24)
 }
 
 /// A change to the sums of one slot: samples added (positive) or replaced (negative).
@@ -144,12 +167,10 @@ impl Piece {
 
 /// The pieces whose signed sum is exactly `[start, end)` (both on quarter hours), reading as few
 /// rollup rows as possible: the quarter hours alone, or whole UTC days from the day rollups with
-/// the quarter hours between each edge and its nearest midnight added or taken away. A Berlin
-/// day (23:00 to 23:00 UTC) is one day row plus four quarter rows at each end instead of 96
-/// quarter rows; a UTC day or month has no quarter rows at all.
+/// the time between each edge and its nearest midnight added or taken away ([`span`]). A Berlin
+/// day (23:00 to 23:00 UTC) is one day row plus one hour row at each end instead of 96 quarter
+/// rows; a UTC day or month has no edge rows at all.
 pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
-    const DAY: i64 = 86_400;
-    const QUARTER: i64 = 900;
     let (start, end) = (start.timestamp(), end.timestamp());
     let mut best = vec![Piece::new(
         Rollup::Quarter,
@@ -167,20 +188,15 @@ pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
             if first >= last {
                 continue;
             }
-            // The quarter hours between a bucket edge and the day edge it was moved to: taken
-            // away where the days reach outside the bucket, added where they fall short.
+            // The time between a bucket edge and the day edge it was moved to: taken away where
+            // the days reach outside the bucket, added where they fall short.
             let edge = |day_edge: i64, edge: i64, outside: bool| {
-                (day_edge != edge).then(|| {
-                    let (a, b) = (day_edge.min(edge), day_edge.max(edge));
-                    Piece::new(Rollup::Quarter, a / QUARTER, b / QUARTER, outside)
-                })
+                span(day_edge.min(edge), day_edge.max(edge), outside)
             };
             let (from, to) = (first * DAY, last * DAY);
-            let pieces: Vec<Piece> = [Piece::new(Rollup::Day, first, last, false)]
-                .into_iter()
-                .chain(edge(from, start, from < start))
-                .chain(edge(to, end, to > end))
-                .collect();
+            let mut pieces = vec![Piece::new(Rollup::Day, first, last, false)];
+            pieces.extend(edge(from, start, from < start));
+            pieces.extend(edge(to, end, to > end));
             // Ties go to the cover without negative pieces: its sums are added only.
             let negatives = |pieces: &[Piece]| pieces.iter().filter(|piece| piece.negative).count();
             if (cost(&pieces), negatives(&pieces)) < (cost(&best), negatives(&best)) {
@@ -189,6 +205,28 @@ pub(super) fn cover(start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Piece> {
         }
     }
     best
+}
+
+/// `[from, to)` (on quarter hours, inside one UTC day or ending at its midnight) as whole hours
+/// from the hour-of-day rollup and the quarter hours before the first and after the last of them.
+fn span(from: i64, to: i64, negative: bool) -> Vec<Piece> {
+    let quarters = |a: i64, b: i64| {
+        (a < b).then(|| Piece::new(Rollup::Quarter, a / QUARTER, b / QUARTER, negative))
+    };
+    let first_hour = from.div_euclid(HOUR) + i64::from(from.rem_euclid(HOUR) != 0);
+    let last_hour = to.div_euclid(HOUR);
+    if first_hour >= last_hour {
+        return quarters(from, to).into_iter().collect();
+    }
+    let hours = (first_hour..last_hour).map(|hour| {
+        let slot = hour_of_day_slot(hour);
+        Piece::new(Rollup::HourOfDay, slot, slot + 1, negative)
+    });
+    quarters(from, first_hour * HOUR)
+        .into_iter()
+        .chain(hours)
+        .chain(quarters(last_hour * HOUR, to))
+        .collect()
 }
 
 /// The slot ranges to read for `pieces`, one per rollup and run of touching or overlapping
@@ -324,23 +362,24 @@ mod tests {
         let parts = cover(start, end);
         assert_eq!(covered(&parts), (end - start).num_seconds());
         assert_eq!(parts[0].rollup, Rollup::Day);
-        assert_eq!(rows(&parts), 30 + 4 + 4);
+        assert_eq!(rows(&parts), 30 + 1 + 1);
     }
 
     #[test]
-    fn a_berlin_day_is_one_day_row_plus_its_edges() {
+    fn a_berlin_day_is_one_day_row_plus_an_hour_at_each_end() {
         let (start, end) = (at("2026-11-20T23:00:00Z"), at("2026-11-21T23:00:00Z"));
         let parts = cover(start, end);
         assert_eq!(covered(&parts), 86_400);
-        assert_eq!(rows(&parts), 1 + 4 + 4);
+        assert_eq!(rows(&parts), 1 + 1 + 1);
     }
 
     #[test]
-    fn a_kolkata_day_takes_its_edges_to_the_nearer_midnight() {
+    fn a_kolkata_day_takes_its_edges_to_the_nearer_midnight_in_hours_where_it_can() {
         let (start, end) = (at("2026-11-20T18:30:00Z"), at("2026-11-21T18:30:00Z"));
         let parts = cover(start, end);
         assert_eq!(covered(&parts), 86_400);
-        assert_eq!(rows(&parts), 1 + 22 + 22);
+        // 18:30 to midnight: two quarter hours, then five whole hours.
+        assert_eq!(rows(&parts), 1 + 7 + 7);
     }
 
     #[test]
@@ -373,5 +412,37 @@ mod tests {
         let read = runs(&hours);
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].2 - read[0].1, 96);
+    }
+
+    #[test]
+    fn a_year_of_berlin_days_reads_one_range_of_days_and_one_per_edge_hour() {
+        use chrono::TimeZone as _;
+        let berlin = chrono_tz::Europe::Berlin;
+        let midnights: Vec<DateTime<Utc>> = (0..=366)
+            .filter_map(|day| {
+                let date =
+                    chrono::NaiveDate::from_ymd_opt(2025, 11, 23)? + chrono::TimeDelta::days(day);
+                let midnight = berlin
+                    .from_local_datetime(&date.and_hms_opt(0, 0, 0)?)
+                    .single()?;
+                Some(midnight.with_timezone(&Utc))
+            })
+            .collect();
+        let covers: Vec<Vec<Piece>> = midnights
+            .windows(2)
+            .map(|day| cover(day[0], day[1]))
+            .collect();
+        for (day, parts) in midnights.windows(2).zip(&covers) {
+            assert_eq!(
+                covered(parts),
+                (day[1] - day[0]).num_seconds(),
+                "{}",
+                day[0]
+            );
+        }
+        let read = runs(covers.iter().flatten());
+        // The days; 22:00 UTC of the summer days; 23:00 UTC of every day.
+        assert_eq!(read.len(), 3, "{read:?}");
+        assert_eq!(read[0], (Rollup::Day, read[0].1, read[0].1 + 366));
     }
 }
