@@ -6,8 +6,8 @@
 //! survive `kill -9` and power loss, and only then is the upload answered 201. Everything else is
 //! **folded** in behind, by a thread of its own, from the log rows past the `folded_id` counter,
 //! in large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
-//! the quarter-hour and day rollups, `device_latest`, and the replacement of a reading by a later
-//! one with the same (device, `measured_at`).
+//! the quarter-hour, day and hour-of-day rollups, `device_latest`, and the replacement of a
+//! reading by a later one with the same (device, `measured_at`).
 //!
 //! The rules:
 //! - **Nothing acknowledged is lost.** A row is committed to the log before its 201; the fold
