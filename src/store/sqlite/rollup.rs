@@ -165,6 +165,9 @@ impl Piece {
     }
 }
 
+/// Slots `[from, to)` of one rollup, read with one query.
+pub(super) type Range = (Rollup, i64, i64);
+
 /// A range read costs about as much as this many rows more (an index seek per device and a
 /// query; measured on a year of data for 20 devices: 24 hourly buckets of a day read 0.95 ms as
 /// one range of 96 quarter hours, 1.6 ms as 24 ranges of one hour each).
@@ -177,7 +180,7 @@ const RANGE_ROWS: i64 = 8;
 /// hours is cheaper in hours (24 ranges of 7 rows, not 672 rows), a day of hours in quarters.
 pub(super) fn plan_reads(
     buckets: impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> + Clone,
-) -> (Vec<Vec<Piece>>, Vec<(Rollup, i64, i64)>) {
+) -> (Vec<Vec<Piece>>, Vec<Range>) {
     let plan = |hours: bool| {
         let covers: Vec<Vec<Piece>> = buckets
             .clone()
@@ -186,7 +189,7 @@ pub(super) fn plan_reads(
         let read = runs(covers.iter().flatten());
         (covers, read)
     };
-    let cost = |read: &[(Rollup, i64, i64)]| {
+    let cost = |read: &[Range]| {
         read.iter()
             .map(|(_, from, to)| to - from + RANGE_ROWS)
             .sum::<i64>()
@@ -261,13 +264,13 @@ fn span(from: i64, to: i64, negative: bool, hours: bool) -> Vec<Piece> {
 
 /// The slot ranges to read for `pieces`, one per rollup and run of touching or overlapping
 /// ranges, so a plan of contiguous buckets costs one query per rollup and run, not one per bucket.
-fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<(Rollup, i64, i64)> {
-    let mut ranges: Vec<(Rollup, i64, i64)> = pieces
+fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<Range> {
+    let mut ranges: Vec<Range> = pieces
         .into_iter()
         .map(|piece| (piece.rollup, piece.from, piece.to))
         .collect();
     ranges.sort_unstable();
-    let mut runs: Vec<(Rollup, i64, i64)> = Vec::with_capacity(ranges.len());
+    let mut runs: Vec<Range> = Vec::with_capacity(ranges.len());
     for (rollup, from, to) in ranges {
         match runs.last_mut() {
             Some(last) if last.0 == rollup && from <= last.2 => last.2 = last.2.max(to),
@@ -294,7 +297,7 @@ impl SlotSums {
     pub(super) fn read(
         connection: &Connection,
         devices: &Rc<Vec<Value>>,
-        runs: &[(Rollup, i64, i64)],
+        runs: &[Range],
     ) -> Result<Self, StoreError> {
         let mut read = Vec::with_capacity(runs.len());
         for &(rollup, from, to) in runs {
