@@ -517,6 +517,11 @@ async fn rollups_read_like_the_tail(times: &[&str], queries: &[&str]) -> Vec<Vec
     let other = app.register_named("bob", "elsewhere").await;
     app.upload_ok(&other, &sample_with(10, 1.0, 20.0)).await;
     until_folded(&app, rows).await;
+    assert_eq!(
+        count(app.data_dir.path(), HOURS_HELD),
+        times.len() as i64,
+        "every reading lies in a past day, whose hours the fold derived"
+    );
     let mut folded_reads = Vec::new();
     for (query, before) in queries.iter().zip(before) {
         let after = pm2_5_by_label(&app, query).await;
@@ -536,6 +541,9 @@ async fn rollups_read_like_the_tail(times: &[&str], queries: &[&str]) -> Vec<Vec
     }
     folded_reads
 }
+
+/// The samples the hour-of-day rollup holds.
+const HOURS_HELD: &str = "SELECT coalesce(sum(samples), 0) FROM rollups_hour_of_day";
 
 /// The mean pm2.5 of the readings with these indexes in [`rollups_read_like_the_tail`].
 fn mean_of(indexes: &[i32]) -> f64 {
@@ -583,6 +591,43 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
 }
 
 #[tokio::test]
+async fn late_readings_and_replacements_reach_the_hours_of_days_already_past() {
+    let app = app_folding_every(1).await;
+    app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
+    let device = app.register_named("alice", "balcony").await;
+    // Today's reading first: the days before it have passed and their hours are derived.
+    app.upload_ok(&device, &sample_with(10, 1.0, 20.0)).await;
+    until_folded(&app, 1).await;
+    let times = [
+        "2026-11-19T22:45:00Z", // Berlin 19th 23:45
+        "2026-11-19T23:10:00Z", // Berlin 20th 00:10
+        "2026-11-20T12:00:00Z",
+        "2026-11-20T22:50:00Z", // Berlin 20th 23:50
+        "2026-11-20T23:20:00Z", // Berlin 21st 00:20
+    ];
+    // The 20th 23:50 is sent twice; the second one replaces the first.
+    for (index, at) in times.iter().chain(&times[3..4]).enumerate() {
+        let pm2_5 = 1.1 + 2.37 * index as f64;
+        app.upload_ok(
+            &device,
+            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
+        )
+        .await;
+    }
+    until_folded(&app, times.len() as i64 + 1).await;
+    assert_eq!(count(app.data_dir.path(), HOURS_HELD), times.len() as i64);
+    let berlin = pm2_5_by_label(
+        &app,
+        "start_date=2026-11-19&end_date=2026-11-21&tz=Europe/Berlin",
+    )
+    .await;
+    let day = bucket(&berlin, "2026-11-20");
+    assert!((day.1 - mean_of(&[1, 2, 5])).abs() < 1e-9, "{day:?}");
+    let day = bucket(&berlin, "2026-11-21");
+    assert!((day.1 - mean_of(&[4])).abs() < 1e-9, "{day:?}");
+}
+
+#[tokio::test]
 async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail() {
     // In summer a Berlin day starts at 22:00 UTC: two whole hours at each edge.
     let times = [
@@ -609,7 +654,10 @@ async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail()
 #[tokio::test]
 async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() {
     let mut app = app_folding_every(1).await;
+    app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
     let device = app.register_named("alice", "balcony").await;
+    // Today's reading: the days before it have passed, so their hours are derived.
+    app.upload_ok(&device, &sample_with(10, 1.0, 20.0)).await;
     let times = [
         "2026-11-19T22:45:00Z",
         "2026-11-19T23:10:00Z",
@@ -624,7 +672,7 @@ async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() 
         )
         .await;
     }
-    until_folded(&app, times.len() as i64).await;
+    until_folded(&app, times.len() as i64 + 1).await;
     let query = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin";
     let before = pm2_5_by_label(&app, query).await;
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
@@ -636,10 +684,7 @@ async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() 
 
     let app = TestApp::spawn_in(data_dir, |_| {}).await;
     assert_eq!(
-        count(
-            app.data_dir.path(),
-            "SELECT coalesce(sum(samples), 0) FROM rollups_hour_of_day"
-        ),
+        count(app.data_dir.path(), HOURS_HELD),
         times.len() as i64,
         "derived from the quarter hours"
     );

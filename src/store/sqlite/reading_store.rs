@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::export_pages;
 use super::ingest::tail::Tail;
-use super::rollup::{plan_reads, SlotSums};
+use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
@@ -143,10 +143,11 @@ impl ReadingStore for SqliteReadings {
         devices: &[DeviceUuid],
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
-        let (covers, read) = plan_reads(plan.buckets.iter().map(|b| (b.start, b.end)));
+        let buckets: Vec<_> = plan.buckets.iter().map(|b| (b.start, b.end)).collect();
         let starts: Vec<i64> = plan.buckets.iter().map(|b| to_micros(b.start)).collect();
         let end = plan.buckets.last().map_or(i64::MIN, |b| to_micros(b.end));
         self.with_tail(devices, move |connection, devices, tail| {
+            let (covers, read) = plan_reads(buckets.iter().copied(), hours_through(connection)?);
             let slots = SlotSums::read(connection, devices, &read)?;
             let mut sums: Vec<Aggregate> = covers.iter().map(|pieces| slots.sum(pieces)).collect();
             let bucket_of = |at: i64| {

@@ -8,13 +8,17 @@
 //! not at UTC midnight takes the time between each edge and its nearest midnight, added or taken
 //! away ([`cover`]), in whole hours where it can and quarter hours where it must: a Berlin day is
 //! one day row and one hour row at each end, and since a year of 23:00 hours lies in one range
-//! of the hour-of-day order, a year of Berlin days reads three ranges per device, not 367. A
+//! of the hour-of-day order, a year of Berlin days reads three ranges per device, not 367. The
+//! hours cover past days only (through [`hours_through`], which trails the newest folded reading
+//! by a day): the fold derives each day from its quarter hours once, when it has passed, so live
+//! uploads do not pay for a third rollup row. A
 //! plan's buckets are contiguous, so all of them are read with one range query per resolution and
 //! run ([`runs`], [`SlotSums`]), not one per bucket. The fold keeps every resolution, adding what
 //! it folds and subtracting what a replacing reading took the place of.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
@@ -91,12 +95,69 @@ impl Delta {
     }
 }
 
-/// The changes of one fold, per device and slot, for both resolutions; applied in key order, so
-/// consecutive upserts land on the same or neighbouring pages.
-#[derive(Debug, Default)]
-pub(super) struct Deltas(BTreeMap<(usize, [u8; 16], i64), Delta>);
+/// The counter naming the last UTC day whose hours are in [`Rollup::HourOfDay`].
+const HOURS_THROUGH: &str = "hour_of_day_through";
+
+/// The last UTC day (days since the epoch) whose hours [`Rollup::HourOfDay`] holds; before the
+/// first, −1.
+pub(super) fn hours_through(connection: &Connection) -> rusqlite::Result<i64> {
+    connection
+        .prepare_cached("SELECT coalesce(max(value), -1) FROM counters WHERE name = ?1")?
+        .query_row([HOURS_THROUGH], |row| row.get(0))
+}
+
+/// Derives the hours of the days after `from` through `through` from their quarter hours and
+/// moves the counter there, in `connection`'s transaction. The fold calls it once those days
+/// have passed; readings folded into them later reach the hours through [`Deltas`].
+pub(super) fn close_hours(
+    connection: &Connection,
+    from: i64,
+    through: i64,
+) -> Result<(), StoreError> {
+    static DERIVE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO {hours} (device, slot, samples, {sums}) \
+             SELECT device, ((slot / 4) % 24) * {stride} + slot / 96, sum(samples), {totals} \
+             FROM {quarters} WHERE slot >= ?1 AND slot < ?2 GROUP BY device, slot / 4",
+            hours = Rollup::HourOfDay.table(),
+            quarters = Rollup::Quarter.table(),
+            stride = HOUR_OF_DAY_STRIDE,
+            sums = columns::each(|name| format!("{name}_sum")),
+            totals = columns::each(|name| format!("sum({name}_sum)")),
+        )
+    });
+    let quarters_per_day = DAY / QUARTER;
+    connection.prepare_cached(&DERIVE)?.execute(params![
+        (from + 1) * quarters_per_day,
+        (through + 1) * quarters_per_day
+    ])?;
+    connection
+        .prepare_cached(
+            "INSERT INTO counters (name, value) VALUES (?1, ?2) \
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+        )?
+        .execute(params![HOURS_THROUGH, through])?;
+    Ok(())
+}
+
+/// The changes of one fold, per device and slot, for every resolution (hours only for the days
+/// they hold); applied in key order, so consecutive upserts land on the same or neighbouring
+/// pages.
+#[derive(Debug)]
+pub(super) struct Deltas {
+    changes: BTreeMap<(usize, [u8; 16], i64), Delta>,
+    hours_through: i64,
+}
 
 impl Deltas {
+    /// No changes yet; [`Rollup::HourOfDay`] holds the days through `hours_through`.
+    pub(super) fn new(hours_through: i64) -> Self {
+        Self {
+            changes: BTreeMap::new(),
+            hours_through,
+        }
+    }
+
     /// Records a sample of `device` at `at` coming (`sign` 1) or going (`sign` −1).
     pub(super) fn record(
         &mut self,
@@ -105,8 +166,12 @@ impl Deltas {
         values: &Measurements,
         sign: i8,
     ) {
+        let day = Rollup::Day.slot(at);
         for (index, rollup) in Rollup::ALL.into_iter().enumerate() {
-            self.0
+            if rollup == Rollup::HourOfDay && day > self.hours_through {
+                continue;
+            }
+            self.changes
                 .entry((index, device, rollup.slot(at)))
                 .or_default()
                 .add(values, sign);
@@ -126,7 +191,7 @@ impl Deltas {
                 add = columns::each(|name| format!("{name}_sum = {name}_sum + excluded.{name}_sum")),
             ))?);
         }
-        for ((index, device, slot), delta) in self.0 {
+        for ((index, device, slot), delta) in self.changes {
             let Some(upsert) = statements.get_mut(index) else {
                 continue;
             };
@@ -178,10 +243,12 @@ const RANGE_ROWS: i64 = 8;
 /// hours only, whichever reads less. Hours read a quarter of the rows, but a plan of short
 /// buckets then reads one range per hour of day instead of one run of quarter hours: a week of
 /// hours is cheaper in hours (24 ranges of 7 rows, not 672 rows), a day of hours in quarters.
+/// `hours_through` is the last day the hour-of-day rollup holds ([`hours_through`]).
 pub(super) fn plan_reads(
     buckets: impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> + Clone,
+    hours_through: i64,
 ) -> (Vec<Vec<Piece>>, Vec<Range>) {
-    let plan = |hours: bool| {
+    let plan = |hours: Option<i64>| {
         let covers: Vec<Vec<Piece>> = buckets
             .clone()
             .map(|(start, end)| cover(start, end, hours))
@@ -194,7 +261,7 @@ pub(super) fn plan_reads(
             .map(|(_, from, to)| to - from + RANGE_ROWS)
             .sum::<i64>()
     };
-    let (with_hours, quarters) = (plan(true), plan(false));
+    let (with_hours, quarters) = (plan(Some(hours_through)), plan(None));
     if cost(&quarters.1) < cost(&with_hours.1) {
         quarters
     } else {
@@ -203,14 +270,14 @@ pub(super) fn plan_reads(
 }
 
 /// The pieces whose signed sum is exactly `[start, end)` (both on quarter hours), reading as few
-/// rollup rows as possible: its own quarter hours (or `hours`, see [`span`]), or whole UTC days
+/// rollup rows as possible: its own quarter hours (and hours, see [`span`]), or whole UTC days
 /// from the day rollups with the time between each edge and its nearest midnight added or taken
 /// away. A Berlin day (23:00 to 23:00 UTC) is one day row plus one hour row at each end instead
 /// of 96 quarter rows; a UTC day or month has no edge rows at all.
-fn cover(start: DateTime<Utc>, end: DateTime<Utc>, hours: bool) -> Vec<Piece> {
+fn cover(start: DateTime<Utc>, end: DateTime<Utc>, hours: Option<i64>) -> Vec<Piece> {
     let (start, end) = (start.timestamp(), end.timestamp());
     // Longer buckets are always cheaper with day rows: no need to list their hours.
-    let mut best = span(start, end, false, hours && end - start <= DAY);
+    let mut best = span(start, end, false, hours.filter(|_| end - start <= DAY));
     let cost = |pieces: &[Piece]| pieces.iter().map(Piece::rows).sum::<i64>();
     let midnights = |at: i64| {
         let before = at.div_euclid(DAY);
@@ -240,15 +307,19 @@ fn cover(start: DateTime<Utc>, end: DateTime<Utc>, hours: bool) -> Vec<Piece> {
     best
 }
 
-/// `[from, to)` (both on quarter hours) as its quarter hours, or with `hours` as whole hours from
-/// the hour-of-day rollup and the quarter hours before the first and after the last of them.
-fn span(from: i64, to: i64, negative: bool, hours: bool) -> Vec<Piece> {
+/// `[from, to)` (both on quarter hours) as its quarter hours, or with `hours` (the last day the
+/// hour-of-day rollup holds) as the whole hours of those days from it and quarter hours for the
+/// rest.
+fn span(from: i64, to: i64, negative: bool, hours: Option<i64>) -> Vec<Piece> {
     let quarters = |a: i64, b: i64| {
         (a < b).then(|| Piece::new(Rollup::Quarter, a / QUARTER, b / QUARTER, negative))
     };
+    let Some(through) = hours else {
+        return quarters(from, to).into_iter().collect();
+    };
     let first_hour = from.div_euclid(HOUR) + i64::from(from.rem_euclid(HOUR) != 0);
-    let last_hour = to.div_euclid(HOUR);
-    if !hours || first_hour >= last_hour {
+    let last_hour = to.div_euclid(HOUR).min((through + 1) * (DAY / HOUR));
+    if first_hour >= last_hour {
         return quarters(from, to).into_iter().collect();
     }
     let whole_hours = (first_hour..last_hour).map(|hour| {
@@ -385,6 +456,9 @@ mod tests {
             .sum()
     }
 
+    /// Hours derived for every day of these tests.
+    const EVERY_DAY: i64 = 1 << 40;
+
     fn rows(parts: &[Piece]) -> i64 {
         parts.iter().map(Piece::rows).sum()
     }
@@ -392,7 +466,7 @@ mod tests {
     #[test]
     fn a_berlin_month_is_whole_utc_days_and_an_hour_at_each_end() {
         let (start, end) = (at("2026-10-31T23:00:00Z"), at("2026-11-30T23:00:00Z"));
-        let parts = cover(start, end, true);
+        let parts = cover(start, end, Some(EVERY_DAY));
         assert_eq!(covered(&parts), (end - start).num_seconds());
         assert_eq!(parts[0].rollup, Rollup::Day);
         assert_eq!(rows(&parts), 30 + 1 + 1);
@@ -401,7 +475,7 @@ mod tests {
     #[test]
     fn a_berlin_day_is_one_day_row_plus_an_hour_at_each_end() {
         let (start, end) = (at("2026-11-20T23:00:00Z"), at("2026-11-21T23:00:00Z"));
-        let parts = cover(start, end, true);
+        let parts = cover(start, end, Some(EVERY_DAY));
         assert_eq!(covered(&parts), 86_400);
         assert_eq!(rows(&parts), 1 + 1 + 1);
     }
@@ -409,7 +483,7 @@ mod tests {
     #[test]
     fn a_kolkata_day_takes_its_edges_to_the_nearer_midnight_in_hours_where_it_can() {
         let (start, end) = (at("2026-11-20T18:30:00Z"), at("2026-11-21T18:30:00Z"));
-        let parts = cover(start, end, true);
+        let parts = cover(start, end, Some(EVERY_DAY));
         assert_eq!(covered(&parts), 86_400);
         // 18:30 to midnight: two quarter hours, then five whole hours.
         assert_eq!(rows(&parts), 1 + 7 + 7);
@@ -420,19 +494,19 @@ mod tests {
         let (start, end) = (at("2026-11-21T05:00:00Z"), at("2026-11-21T06:00:00Z"));
         let from = start.timestamp() / 900;
         assert_eq!(
-            cover(start, end, false),
+            cover(start, end, None),
             vec![Piece::new(Rollup::Quarter, from, from + 4, false)]
         );
         let hour = hour_of_day_slot(start.timestamp() / 3_600);
         assert_eq!(
-            cover(start, end, true),
+            cover(start, end, Some(EVERY_DAY)),
             vec![Piece::new(Rollup::HourOfDay, hour, hour + 1, false)]
         );
     }
 
     #[test]
     fn a_utc_day_is_one_day_row() {
-        let parts = cover(at("2026-11-21T00:00:00Z"), at("2026-11-22T00:00:00Z"), true);
+        let parts = cover(at("2026-11-21T00:00:00Z"), at("2026-11-22T00:00:00Z"), None);
         assert_eq!(parts.len(), 1);
         assert!(matches!(parts[0].rollup, Rollup::Day));
     }
@@ -447,14 +521,14 @@ mod tests {
 
     #[test]
     fn a_day_of_hours_is_read_in_one_run_of_quarter_hours() {
-        let (covers, read) = plan_reads(hours(24));
+        let (covers, read) = plan_reads(hours(24), EVERY_DAY);
         assert_eq!(read, vec![(Rollup::Quarter, read[0].1, read[0].1 + 96)]);
         assert!(covers.iter().all(|parts| covered(parts) == 3_600));
     }
 
     #[test]
     fn a_week_of_hours_is_read_in_one_run_per_hour_of_day() {
-        let (covers, read) = plan_reads(hours(7 * 24));
+        let (covers, read) = plan_reads(hours(7 * 24), EVERY_DAY);
         assert_eq!(read.len(), 24, "{read:?}");
         assert!(read
             .iter()
@@ -476,7 +550,8 @@ mod tests {
                 Some(midnight.with_timezone(&Utc))
             })
             .collect();
-        let (covers, read) = plan_reads(midnights.windows(2).map(|day| (day[0], day[1])));
+        let (covers, read) =
+            plan_reads(midnights.windows(2).map(|day| (day[0], day[1])), EVERY_DAY);
         for (day, parts) in midnights.windows(2).zip(&covers) {
             assert_eq!(
                 covered(parts),
@@ -488,5 +563,20 @@ mod tests {
         // The days; 22:00 UTC of the summer days; 23:00 UTC of every day.
         assert_eq!(read.len(), 3, "{read:?}");
         assert_eq!(read[0], (Rollup::Day, read[0].1, read[0].1 + 366));
+    }
+
+    #[test]
+    fn hours_of_days_not_derived_yet_are_read_as_quarter_hours() {
+        // Berlin's 21st, with the hours derived through the 20th only.
+        let (start, end) = (at("2026-11-20T23:00:00Z"), at("2026-11-21T23:00:00Z"));
+        let through = at("2026-11-20T00:00:00Z").timestamp() / 86_400;
+        let parts = cover(start, end, Some(through));
+        assert_eq!(covered(&parts), 86_400);
+        let rollups: Vec<Rollup> = parts.iter().map(|piece| piece.rollup).collect();
+        assert_eq!(
+            rollups,
+            [Rollup::Day, Rollup::HourOfDay, Rollup::Quarter],
+            "{parts:?}"
+        );
     }
 }

@@ -22,7 +22,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{folded_id, LoggedRow, FOLDED_ID, LOGGED_COLUMNS};
 use crate::domain::Measure;
-use crate::store::sqlite::rollup::Deltas;
+use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
 
@@ -205,7 +205,8 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
     let mut delete = transaction.prepare_cached("DELETE FROM readings WHERE id = ?1")?;
     let mut folded_latest =
         transaction.prepare_cached("SELECT last_seen FROM device_latest WHERE device = ?1")?;
-    let mut deltas = Deltas::default();
+    let hours_through = rollup::hours_through(&transaction)?;
+    let mut deltas = Deltas::new(hours_through);
     let mut last_seen: HashMap<[u8; 16], i64> = HashMap::new();
     let mut located: HashMap<[u8; 16], &LoggedRow> = HashMap::new();
     let mut relocate: HashSet<[u8; 16]> = HashSet::new();
@@ -257,6 +258,14 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
     }
     drop((find_key, index, delete, folded_latest));
     deltas.apply(&transaction)?;
+    // The day before the newest reading has passed: its hours can be derived.
+    let newest_day = last_seen
+        .values()
+        .max()
+        .map_or(i64::MIN, |at| at.div_euclid(86_400 * 1_000_000));
+    if newest_day - 1 > hours_through {
+        rollup::close_hours(&transaction, hours_through, newest_day - 1)?;
+    }
     advance_latest(&transaction, &last_seen, &located)?;
     for device in relocate {
         relocate_latest(&transaction, device)?;
