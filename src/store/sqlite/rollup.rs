@@ -11,10 +11,10 @@
 //! of the hour-of-day order, a year of Berlin days reads three ranges per device, not 367. The
 //! hours cover past days only (through [`hours_through`], which trails the newest folded reading
 //! by a day): the fold derives each day from its quarter hours once, when it has passed, so live
-//! uploads do not pay for a third rollup row. A
-//! plan's buckets are contiguous, so all of them are read with one range query per resolution and
-//! run ([`runs`], [`SlotSums`]), not one per bucket. The fold keeps every resolution, adding what
-//! it folds and subtracting what a replacing reading took the place of.
+//! uploads do not pay for one more rollup row. A plan's buckets are contiguous, so all of them are
+//! read with one range query per resolution and run ([`runs`], [`SlotSums`]), not one per bucket;
+//! [`plan_reads`] picks hours or quarter hours by what a plan reads. The fold keeps every
+//! resolution, adding what it folds and subtracting what a replacing reading took the place of.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
