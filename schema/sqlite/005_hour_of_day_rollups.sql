@@ -22,9 +22,12 @@ CREATE TABLE IF NOT EXISTS rollups_hour_of_day (
     PRIMARY KEY (device, slot)
 ) STRICT, WITHOUT ROWID;
 
--- Databases written before it: derive every day but the newest from the quarter hours.
-INSERT OR REPLACE INTO counters (name, value)
-SELECT 'hour_of_day_through', coalesce(max(slot) / 96 - 1, -1) FROM rollups_15m;
+-- Databases written before it: derive every day but the newest from the quarter hours. Both
+-- statements do nothing once the counter or the table hold anything, so running this again
+-- changes nothing.
+INSERT INTO counters (name, value)
+SELECT 'hour_of_day_through', (SELECT coalesce(max(slot) / 96 - 1, -1) FROM rollups_15m)
+WHERE NOT EXISTS (SELECT 1 FROM counters WHERE name = 'hour_of_day_through');
 
 INSERT INTO rollups_hour_of_day (device, slot, samples, aqi_sum, pm1_0_sum, pm2_5_sum,
                                  pm10_0_sum, temperature_sum, heat_index_sum, humidity_sum)
@@ -33,4 +36,5 @@ SELECT device, ((slot / 4) % 24) * 4294967296 + slot / 96, sum(samples), sum(aqi
        sum(heat_index_sum), sum(humidity_sum)
 FROM rollups_15m
 WHERE slot / 96 <= (SELECT value FROM counters WHERE name = 'hour_of_day_through')
+  AND NOT EXISTS (SELECT 1 FROM rollups_hour_of_day)
 GROUP BY device, slot / 4;
