@@ -108,7 +108,10 @@ pub(super) fn hours_through(connection: &Connection) -> rusqlite::Result<i64> {
 
 /// Derives the hours of the days after `from` through `through` from their quarter hours and
 /// moves the counter there, in `connection`'s transaction. The fold calls it once those days
-/// have passed; readings folded into them later reach the hours through [`Deltas`].
+/// have passed, after `device_latest` names every device it folded; readings folded into them
+/// later reach the hours through [`Deltas`]. Device by device (`device_latest` has a row for
+/// every device with readings), so each device is one index range of the quarter hours, not a
+/// scan of every device's year.
 pub(super) fn close_hours(
     connection: &Connection,
     from: i64,
@@ -117,13 +120,15 @@ pub(super) fn close_hours(
     static DERIVE: LazyLock<String> = LazyLock::new(|| {
         format!(
             "INSERT INTO {hours} (device, slot, samples, {sums}) \
-             SELECT device, ((slot / 4) % 24) * {stride} + slot / 96, sum(samples), {totals} \
-             FROM {quarters} WHERE slot >= ?1 AND slot < ?2 GROUP BY device, slot / 4",
+             SELECT q.device, ((q.slot / 4) % 24) * {stride} + q.slot / 96, sum(q.samples), \
+             {totals} FROM device_latest d CROSS JOIN {quarters} q \
+             ON q.device = d.device AND q.slot >= ?1 AND q.slot < ?2 \
+             GROUP BY q.device, q.slot / 4",
             hours = Rollup::HourOfDay.table(),
             quarters = Rollup::Quarter.table(),
             stride = HOUR_OF_DAY_STRIDE,
             sums = columns::each(|name| format!("{name}_sum")),
-            totals = columns::each(|name| format!("sum({name}_sum)")),
+            totals = columns::each(|name| format!("sum(q.{name}_sum)")),
         )
     });
     let quarters_per_day = DAY / QUARTER;
