@@ -492,6 +492,19 @@ async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// Uploads one keyed reading of `device` measured at each of `times` (RFC 3339), the one at
+/// index `i` with pm2.5 `1.1 + 2.37 × i` (see [`mean_of`]).
+async fn upload_at(app: &TestApp, device: &Value, times: &[&str]) {
+    for (index, at) in times.iter().enumerate() {
+        let pm2_5 = 1.1 + 2.37 * index as f64;
+        app.upload_ok(
+            device,
+            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
+        )
+        .await;
+    }
+}
+
 /// Uploads one keyed reading at each of `times` (pm2.5 `1.1 + 2.37 × index`) with the fold held
 /// back, reads `queries` from the tail, lets the fold run and reads them again: every bucket's
 /// mean must be the same. Answers the folded reads.
@@ -501,14 +514,7 @@ async fn rollups_read_like_the_tail(times: &[&str], queries: &[&str]) -> Vec<Vec
     let app = app_folding_every(rows).await;
     app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
     let device = app.register_named("alice", "balcony").await;
-    for (index, at) in times.iter().enumerate() {
-        let pm2_5 = 1.1 + 2.37 * index as f64;
-        app.upload_ok(
-            &device,
-            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
-        )
-        .await;
-    }
+    upload_at(&app, &device, times).await;
     let mut before = Vec::new();
     for query in queries {
         before.push(pm2_5_by_label(&app, query).await);
@@ -606,14 +612,8 @@ async fn late_readings_and_replacements_reach_the_hours_of_days_already_past() {
         "2026-11-20T23:20:00Z", // Berlin 21st 00:20
     ];
     // The 20th 23:50 is sent twice; the second one replaces the first.
-    for (index, at) in times.iter().chain(&times[3..4]).enumerate() {
-        let pm2_5 = 1.1 + 2.37 * index as f64;
-        app.upload_ok(
-            &device,
-            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
-        )
-        .await;
-    }
+    let sent: Vec<&str> = times.iter().chain(&times[3..4]).copied().collect();
+    upload_at(&app, &device, &sent).await;
     until_folded(&app, times.len() as i64 + 1).await;
     assert_eq!(count(app.data_dir.path(), HOURS_HELD), times.len() as i64);
     let berlin = pm2_5_by_label(
@@ -664,22 +664,18 @@ async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() 
         "2026-11-20T22:50:00Z",
         "2026-11-20T23:20:00Z",
     ];
-    for (index, at) in times.iter().enumerate() {
-        let pm2_5 = 1.1 + 2.37 * index as f64;
-        app.upload_ok(
-            &device,
-            &measured(sample_with(10, pm2_5, 20.0), crate::common::at(at)),
-        )
-        .await;
-    }
+    upload_at(&app, &device, &times).await;
     until_folded(&app, times.len() as i64 + 1).await;
     let query = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin";
     let before = pm2_5_by_label(&app, query).await;
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
     app.stop().await;
     let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
-    db.execute_batch("DROP TABLE rollups_hour_of_day; PRAGMA user_version = 4;")
-        .expect("the schema before the hour-of-day rollups");
+    db.execute_batch(
+        "DROP TABLE rollups_hour_of_day; \
+         DELETE FROM counters WHERE name = 'hour_of_day_through'; PRAGMA user_version = 4;",
+    )
+    .expect("the schema before the hour-of-day rollups");
     drop(db);
 
     let app = TestApp::spawn_in(data_dir, |_| {}).await;

@@ -83,6 +83,7 @@ impl Sqlite {
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
         attach_log(&writer, &log)?;
         ingest::adopt_unlogged(&writer)?;
+        rollup::derive_hours_at_start(&mut writer)?;
         let unfolded = ingest::Unfolded::load(&writer)?;
         let checkpointer = connect(&path, busy_timeout)?;
         attach_log(&checkpointer, &log)?;

@@ -10,8 +10,8 @@
 //! one day row and one hour row at each end, and since a year of 23:00 hours lies in one range
 //! of the hour-of-day order, a year of Berlin days reads three ranges per device, not 367. The
 //! hours cover past days only (through [`hours_through`], which trails the newest folded reading
-//! by a day): the fold derives each day from its quarter hours once, when it has passed, so live
-//! uploads do not pay for one more rollup row. A plan's buckets are contiguous, so all of them are
+//! by a day): the fold derives each day from its quarter hours once, when it has passed
+//! ([`derive_passed_days`]), so live uploads do not pay for one more rollup row. A plan's buckets are contiguous, so all of them are
 //! read with one range query per resolution and run ([`runs`], [`SlotSums`]), not one per bucket;
 //! [`plan_reads`] picks hours or quarter hours by what a plan reads. The fold keeps every
 //! resolution, adding what it folds and subtracting what a replacing reading took the place of.
@@ -99,23 +99,25 @@ impl Delta {
 const HOURS_THROUGH: &str = "hour_of_day_through";
 
 /// The last UTC day (days since the epoch) whose hours [`Rollup::HourOfDay`] holds; before the
-/// first, −1.
+/// first (and in a database from before the rollup), −1.
 pub(super) fn hours_through(connection: &Connection) -> rusqlite::Result<i64> {
     connection
         .prepare_cached("SELECT coalesce(max(value), -1) FROM counters WHERE name = ?1")?
         .query_row([HOURS_THROUGH], |row| row.get(0))
 }
 
-/// Derives the hours of the days after `from` through `through` from their quarter hours and
-/// moves the counter there, in `connection`'s transaction. The fold calls it once those days
-/// have passed, after `device_latest` names every device it folded; readings folded into them
-/// later reach the hours through [`Deltas`]. Device by device (`device_latest` has a row for
-/// every device with readings), so each device is one index range of the quarter hours, not a
-/// scan of every device's year.
-pub(super) fn close_hours(
+/// Derives the hours of every day before the one of `newest` (the newest folded reading, in
+/// microseconds since the epoch) that [`Rollup::HourOfDay`] does not hold yet (it holds the days
+/// through `hours_through`), from their quarter hours, and moves the counter there, in
+/// `connection`'s transaction. Such a day has passed: the fold calls this after each chunk, once
+/// `device_latest` names every device it folded, and the store at start, for databases written
+/// before this rollup. Readings folded into a derived day later reach its hours through
+/// [`Deltas`]. Device by device (`device_latest` has a row for every device with readings), so
+/// each device is one index range of the quarter hours, not a scan of every device's year.
+pub(super) fn derive_passed_days(
     connection: &Connection,
-    from: i64,
-    through: i64,
+    hours_through: i64,
+    newest: i64,
 ) -> Result<(), StoreError> {
     static DERIVE: LazyLock<String> = LazyLock::new(|| {
         format!(
@@ -131,9 +133,13 @@ pub(super) fn close_hours(
             totals = columns::each(|name| format!("sum(q.{name}_sum)")),
         )
     });
+    let through = newest.div_euclid(DAY * 1_000_000) - 1;
+    if through <= hours_through {
+        return Ok(());
+    }
     let quarters_per_day = DAY / QUARTER;
     connection.prepare_cached(&DERIVE)?.execute(params![
-        (from + 1) * quarters_per_day,
+        (hours_through + 1) * quarters_per_day,
         (through + 1) * quarters_per_day
     ])?;
     connection
@@ -142,6 +148,21 @@ pub(super) fn close_hours(
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
         )?
         .execute(params![HOURS_THROUGH, through])?;
+    Ok(())
+}
+
+/// Derives the hours of the days before the newest folded reading that the hour-of-day rollup
+/// does not hold: nothing, unless the database was written before it (the fold keeps it after).
+pub(super) fn derive_hours_at_start(connection: &mut Connection) -> Result<(), StoreError> {
+    let transaction = connection.transaction()?;
+    let newest: Option<i64> =
+        transaction.query_row("SELECT max(last_seen) FROM device_latest", [], |row| {
+            row.get(0)
+        })?;
+    if let Some(newest) = newest {
+        derive_passed_days(&transaction, hours_through(&transaction)?, newest)?;
+    }
+    transaction.commit()?;
     Ok(())
 }
 

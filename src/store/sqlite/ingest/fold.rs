@@ -262,14 +262,9 @@ fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError>
     for device in relocate {
         relocate_latest(&transaction, device)?;
     }
-    // The day before the newest reading has passed: its hours can be derived (after
-    // `device_latest` names this chunk's new devices too).
-    let newest_day = last_seen
-        .values()
-        .max()
-        .map_or(i64::MIN, |at| at.div_euclid(86_400 * 1_000_000));
-    if newest_day - 1 > hours_through {
-        rollup::close_hours(&transaction, hours_through, newest_day - 1)?;
+    // After `device_latest` names this chunk's new devices too.
+    if let Some(&newest) = last_seen.values().max() {
+        rollup::derive_passed_days(&transaction, hours_through, newest)?;
     }
     transaction
         .prepare_cached("INSERT INTO counters (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value")?
