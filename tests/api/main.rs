@@ -29,6 +29,7 @@ mod identity_provider;
 mod logs;
 mod map_formats;
 mod metrics;
+mod older_databases;
 mod openapi;
 mod privacy;
 mod properties;

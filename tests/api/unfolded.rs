@@ -12,7 +12,7 @@ use crate::common::{assert_close, located, measured, sample, sample_with, TestAp
 use crate::upload::delete;
 
 /// A server whose fold runs only once `rows` readings wait (or at shutdown).
-async fn app_folding_every(rows: i64) -> TestApp {
+pub(crate) async fn app_folding_every(rows: i64) -> TestApp {
     TestApp::spawn_with(|c| {
         c.fold.interval = Duration::from_secs(3600);
         c.fold.rows = rows;
@@ -20,7 +20,7 @@ async fn app_folding_every(rows: i64) -> TestApp {
     .await
 }
 
-fn count(data_dir: &Path, sql: &str) -> i64 {
+pub(crate) fn count(data_dir: &Path, sql: &str) -> i64 {
     let db = rusqlite::Connection::open(data_dir.join("airq.db")).expect("airq.db");
     db.query_row(sql, [], |row| row.get(0)).expect("count")
 }
@@ -32,7 +32,7 @@ fn folded(app: &TestApp) -> i64 {
     )
 }
 
-async fn until_folded(app: &TestApp, rows: i64) {
+pub(crate) async fn until_folded(app: &TestApp, rows: i64) {
     for _ in 0..500 {
         if folded(app) >= rows {
             return;
@@ -475,7 +475,7 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
 }
 
 /// The pm2.5 mean of each point of a custom range, by label.
-async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
+pub(crate) async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
     let points = app
         .data_as("alice", &format!("/air-quality/custom?{query}"))
         .await;
@@ -494,7 +494,7 @@ async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
 
 /// Uploads one keyed reading of `device` measured at each of `times` (RFC 3339), the one at
 /// index `i` with pm2.5 `1.1 + 2.37 × i` (see [`mean_of`]).
-async fn upload_at(app: &TestApp, device: &Value, times: &[&str]) {
+pub(crate) async fn upload_at(app: &TestApp, device: &Value, times: &[&str]) {
     for (index, at) in times.iter().enumerate() {
         let pm2_5 = 1.1 + 2.37 * index as f64;
         app.upload_ok(
@@ -549,10 +549,10 @@ async fn rollups_read_like_the_tail(times: &[&str], queries: &[&str]) -> Vec<Vec
 }
 
 /// The samples the hour-of-day rollup holds.
-const HOURS_HELD: &str = "SELECT coalesce(sum(samples), 0) FROM rollups_hour_of_day";
+pub(crate) const HOURS_HELD: &str = "SELECT coalesce(sum(samples), 0) FROM rollups_hour_of_day";
 
 /// The mean pm2.5 of the readings with these indexes in [`rollups_read_like_the_tail`].
-fn mean_of(indexes: &[i32]) -> f64 {
+pub(crate) fn mean_of(indexes: &[i32]) -> f64 {
     indexes
         .iter()
         .map(|&i| 1.1 + 2.37 * f64::from(i))
@@ -560,7 +560,7 @@ fn mean_of(indexes: &[i32]) -> f64 {
         / indexes.len() as f64
 }
 
-fn bucket<'a>(read: &'a [(String, f64)], label: &str) -> &'a (String, f64) {
+pub(crate) fn bucket<'a>(read: &'a [(String, f64)], label: &str) -> &'a (String, f64) {
     read.iter()
         .find(|(found, _)| found == label)
         .unwrap_or_else(|| panic!("no bucket {label} in {read:?}"))
@@ -649,50 +649,4 @@ async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail()
     assert!((day.1 - mean_of(&[1, 2, 3, 4])).abs() < 1e-9, "{day:?}");
     let day = bucket(&reads[0], "2026-07-11");
     assert!((day.1 - mean_of(&[5])).abs() < 1e-9, "{day:?}");
-}
-
-#[tokio::test]
-async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() {
-    let mut app = app_folding_every(1).await;
-    app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
-    let device = app.register_named("alice", "balcony").await;
-    // Today's reading: the days before it have passed, so their hours are derived.
-    app.upload_ok(&device, &sample_with(10, 1.0, 20.0)).await;
-    let times = [
-        "2026-11-19T22:45:00Z",
-        "2026-11-19T23:10:00Z",
-        "2026-11-20T22:50:00Z",
-        "2026-11-20T23:20:00Z",
-    ];
-    upload_at(&app, &device, &times).await;
-    until_folded(&app, times.len() as i64 + 1).await;
-    let query = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/Berlin";
-    let before = pm2_5_by_label(&app, query).await;
-    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
-    app.stop().await;
-    let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
-    db.execute_batch(
-        "DROP TABLE rollups_hour_of_day; \
-         DELETE FROM counters WHERE name = 'hour_of_day_through'; PRAGMA user_version = 4;",
-    )
-    .expect("the schema before the hour-of-day rollups");
-    drop(db);
-
-    let app = TestApp::spawn_in(data_dir, |_| {}).await;
-    assert_eq!(
-        count(app.data_dir.path(), HOURS_HELD),
-        times.len() as i64,
-        "derived from the quarter hours"
-    );
-    let after = pm2_5_by_label(&app, query).await;
-    assert_eq!(after.len(), before.len(), "{after:?} vs {before:?}");
-    for ((label, derived), (label_before, folded)) in after.iter().zip(&before) {
-        assert_eq!(label, label_before);
-        assert!(
-            (derived - folded).abs() < 1e-9,
-            "{label}: {derived} vs {folded}"
-        );
-    }
-    let day = bucket(&before, "2026-11-20");
-    assert!((day.1 - mean_of(&[1, 2])).abs() < 1e-9, "{day:?}");
 }

@@ -15,6 +15,7 @@
 //! read with one range query per resolution and run ([`runs`], [`SlotSums`]), not one per bucket;
 //! [`plan_reads`] picks hours or quarter hours by what a plan reads. The fold keeps every
 //! resolution, adding what it folds and subtracting what a replacing reading took the place of.
+//! A row holds its sample count and its sums, the latter packed into one BLOB ([`packed_sums`]).
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -24,10 +25,9 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
-use super::{bind_values, read_values};
-use crate::domain::measure::COUNT;
+use super::packed_sums;
 use crate::domain::{Aggregate, Measurements};
-use crate::store::{columns, StoreError};
+use crate::store::StoreError;
 
 /// A rollup resolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -121,16 +121,15 @@ pub(super) fn derive_passed_days(
 ) -> Result<(), StoreError> {
     static DERIVE: LazyLock<String> = LazyLock::new(|| {
         format!(
-            "INSERT INTO {hours} (device, slot, samples, {sums}) \
+            "INSERT INTO {hours} (device, slot, samples, sums) \
              SELECT q.device, ((q.slot / 4) % 24) * {stride} + q.slot / 96, sum(q.samples), \
-             {totals} FROM device_latest d CROSS JOIN {quarters} q \
+             {total}(q.sums) FROM device_latest d CROSS JOIN {quarters} q \
              ON q.device = d.device AND q.slot >= ?1 AND q.slot < ?2 \
              GROUP BY q.device, q.slot / 4",
             hours = Rollup::HourOfDay.table(),
             quarters = Rollup::Quarter.table(),
             stride = HOUR_OF_DAY_STRIDE,
-            sums = columns::each(|name| format!("{name}_sum")),
-            totals = columns::each(|name| format!("sum(q.{name}_sum)")),
+            total = packed_sums::TOTAL,
         )
     });
     let through = newest.div_euclid(DAY * 1_000_000) - 1;
@@ -209,12 +208,11 @@ impl Deltas {
         let mut statements = Vec::with_capacity(Rollup::ALL.len());
         for rollup in Rollup::ALL {
             statements.push(connection.prepare_cached(&format!(
-                "INSERT INTO {table} (device, slot, samples, {sums}) VALUES ({values}) \
-                 ON CONFLICT (device, slot) DO UPDATE SET samples = samples + excluded.samples, {add}",
+                "INSERT INTO {table} (device, slot, samples, sums) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (device, slot) DO UPDATE SET samples = samples + excluded.samples, \
+                 sums = {add}(sums, excluded.sums)",
                 table = rollup.table(),
-                sums = columns::each(|name| format!("{name}_sum")),
-                values = columns::placeholders(1, 3 + COUNT),
-                add = columns::each(|name| format!("{name}_sum = {name}_sum + excluded.{name}_sum")),
+                add = packed_sums::ADD,
             ))?);
         }
         for ((index, device, slot), delta) in self.changes {
@@ -224,7 +222,7 @@ impl Deltas {
             upsert.raw_bind_parameter(1, device.as_slice())?;
             upsert.raw_bind_parameter(2, slot)?;
             upsert.raw_bind_parameter(3, delta.count)?;
-            bind_values(upsert, 4, &delta.sums)?;
+            upsert.raw_bind_parameter(4, packed_sums::pack(&delta.sums).as_slice())?;
             upsert.raw_execute()?;
         }
         Ok(())
@@ -399,9 +397,8 @@ impl SlotSums {
         let mut read = Vec::with_capacity(runs.len());
         for &(rollup, from, to) in runs {
             let mut statement = connection.prepare_cached(&format!(
-                "SELECT slot, samples, {} FROM {} \
+                "SELECT slot, samples, sums FROM {} \
                  WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
-                columns::each(|name| format!("{name}_sum")),
                 rollup.table()
             ))?;
             let length = usize::try_from(to - from).unwrap_or(0);
@@ -411,7 +408,7 @@ impl SlotSums {
                 let index = usize::try_from(row.get::<_, i64>(0)? - from).unwrap_or(usize::MAX);
                 if let Some(slot) = slots.get_mut(index) {
                     slot.0 += row.get::<_, i64>(1)?;
-                    slot.1 += read_values(row, 2)?;
+                    slot.1 += packed_sums::read(row, 2)?;
                 }
             }
             read.push(Run {
