@@ -282,6 +282,22 @@ async fn only_the_owners_devices_are_pooled() {
 }
 
 #[tokio::test]
+async fn a_year_of_days_pools_every_device_once() {
+    // Enough rows that the store reads the devices in two halves at once.
+    let app = TestApp::spawn().await;
+    app.clock.set(now());
+    for index in 0..4 {
+        let device = app.register_named("alice", &format!("Room {index}")).await;
+        report_aqi(&app, &device, 10 * (index + 1), "2026-11-21T10:00:00Z").await;
+        report_aqi(&app, &device, 100 + 2 * index, "2025-12-01T10:00:00Z").await;
+    }
+
+    let points = points(&app, "start_date=2025-11-25&end_date=2026-11-25").await;
+    assert_eq!(labels(&points), ["2025-12-01", "2026-11-21"]);
+    assert_eq!(aqis(&points), [103, 25]);
+}
+
+#[tokio::test]
 async fn each_interval_has_its_longest_range() {
     let app = TestApp::spawn().await;
     let too_long = [fe("end_date", "maximum", "query")];
