@@ -85,12 +85,15 @@ const BERLIN_DAYS: &str = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/B
 /// Quarter hours of the rollups only.
 const UTC_HOURS: &str = "start_date=2026-11-20&end_date=2026-11-20&interval=hour&tz=UTC";
 
+/// A custom range's points: each label with every metric (name, value).
+type Points = Vec<(String, Vec<(String, f64)>)>;
+
 /// What a stopped server left: its data dir, the device (with its key), and what it read.
 struct Stopped {
     data_dir: tempfile::TempDir,
     device: serde_json::Value,
     /// The reads of [`BERLIN_DAYS`] and [`UTC_HOURS`] before it stopped.
-    reads: Vec<Vec<(String, Vec<(String, f64)>)>>,
+    reads: Vec<Points>,
 }
 
 /// A server with the readings at [`EDGES`] (and one of today) folded, stopped.
@@ -116,7 +119,7 @@ async fn folded_edges() -> Stopped {
 }
 
 /// Every point of a custom range: its label and every metric.
-async fn metrics_by_label(app: &TestApp, query: &str) -> Vec<(String, Vec<(String, f64)>)> {
+async fn metrics_by_label(app: &TestApp, query: &str) -> Points {
     let points = app
         .data_as("alice", &format!("/air-quality/custom?{query}"))
         .await;
@@ -138,7 +141,7 @@ async fn metrics_by_label(app: &TestApp, query: &str) -> Vec<(String, Vec<(Strin
 }
 
 /// Asserts that `app` reads every metric of every point in `before`.
-async fn reads_as_before(app: &TestApp, before: &[Vec<(String, Vec<(String, f64)>)>]) {
+async fn reads_as_before(app: &TestApp, before: &[Points]) {
     for (query, before) in [BERLIN_DAYS, UTC_HOURS].into_iter().zip(before) {
         let after = metrics_by_label(app, query).await;
         assert_eq!(
