@@ -72,6 +72,9 @@ fn sums_back_in_columns(data_dir: &std::path::Path) {
         .expect("user_version");
 }
 
+/// The servers' clock: every reading below lies in a day already past.
+const NOW: &str = "2026-11-25T12:00:00Z";
+
 /// Readings at both edges of Berlin days (23:00 UTC), in days already past on 2026-11-25.
 const EDGES: [&str; 4] = [
     "2026-11-19T22:45:00Z",
@@ -99,7 +102,7 @@ struct Stopped {
 /// A server with the readings at [`EDGES`] (and one of today) folded, stopped.
 async fn folded_edges() -> Stopped {
     let mut app = app_folding_every(1).await;
-    app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
+    app.clock.set(crate::common::at(NOW));
     let device = app.register_named("alice", "balcony").await;
     // Today's reading: the days before it have passed, so their hours are derived.
     app.upload_ok(&device, &sample_with(10, 1.0, 20.0)).await;
@@ -168,6 +171,7 @@ async fn rollup_sums_kept_in_columns_are_packed_at_start_and_read_the_same() {
     sums_back_in_columns(stopped.data_dir.path());
 
     let app = TestApp::spawn_in(stopped.data_dir, |_| {}).await;
+    app.clock.set(crate::common::at(NOW));
     for table in ROLLUPS {
         assert_eq!(
             count(
@@ -206,6 +210,7 @@ async fn a_database_from_before_the_hour_of_day_rollups_derives_them_at_start() 
     drop(db);
 
     let app = TestApp::spawn_in(data_dir, |_| {}).await;
+    app.clock.set(crate::common::at(NOW));
     assert_eq!(
         count(app.data_dir.path(), HOURS_HELD),
         EDGES.len() as i64,
