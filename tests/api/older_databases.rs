@@ -3,7 +3,8 @@
 
 use crate::common::{sample_with, TestApp};
 use crate::unfolded::{
-    app_folding_every, bucket, count, mean_of, pm2_5_by_label, until_folded, upload_at, HOURS_HELD,
+    app_folding_every, bucket, count, mean_of, metrics_by_label, pm2_5_by_label, until_folded,
+    upload_at, Points, HOURS_HELD,
 };
 
 /// The measured values in the order the rollups pack their sums (the spec's response order).
@@ -88,9 +89,6 @@ const BERLIN_DAYS: &str = "start_date=2026-11-19&end_date=2026-11-22&tz=Europe/B
 /// Quarter hours of the rollups only.
 const UTC_HOURS: &str = "start_date=2026-11-20&end_date=2026-11-20&interval=hour&tz=UTC";
 
-/// A custom range's points: each label with every metric (name, value).
-type Points = Vec<(String, Vec<(String, f64)>)>;
-
 /// What a stopped server left: its data dir, the device (with its key), and what it read.
 struct Stopped {
     data_dir: tempfile::TempDir,
@@ -119,28 +117,6 @@ async fn folded_edges() -> Stopped {
         device,
         reads,
     }
-}
-
-/// Every point of a custom range: its label and every metric.
-async fn metrics_by_label(app: &TestApp, query: &str) -> Points {
-    let points = app
-        .data_as("alice", &format!("/air-quality/custom?{query}"))
-        .await;
-    points
-        .as_array()
-        .expect("points")
-        .iter()
-        .map(|point| {
-            let metrics = point["metrics"].as_object().expect("metrics");
-            (
-                point["label"].as_str().expect("label").to_owned(),
-                metrics
-                    .iter()
-                    .map(|(name, value)| (name.clone(), value.as_f64().unwrap_or(f64::NAN)))
-                    .collect(),
-            )
-        })
-        .collect()
 }
 
 /// Asserts that `app` reads every metric of every point in `before`.

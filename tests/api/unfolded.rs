@@ -474,8 +474,11 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
     }
 }
 
-/// The pm2.5 mean of each point of a custom range, by label.
-pub(crate) async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
+/// A custom range's points: each label with every metric (name, value).
+pub(crate) type Points = Vec<(String, Vec<(String, f64)>)>;
+
+/// Every point of a custom range: its label and every metric.
+pub(crate) async fn metrics_by_label(app: &TestApp, query: &str) -> Points {
     let points = app
         .data_as("alice", &format!("/air-quality/custom?{query}"))
         .await;
@@ -484,10 +487,29 @@ pub(crate) async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f
         .expect("points")
         .iter()
         .map(|point| {
+            let metrics = point["metrics"].as_object().expect("metrics");
             (
                 point["label"].as_str().expect("label").to_owned(),
-                point["metrics"]["pm2_5"].as_f64().expect("pm2_5"),
+                metrics
+                    .iter()
+                    .map(|(name, value)| (name.clone(), value.as_f64().unwrap_or(f64::NAN)))
+                    .collect(),
             )
+        })
+        .collect()
+}
+
+/// The pm2.5 mean of each point of a custom range, by label.
+pub(crate) async fn pm2_5_by_label(app: &TestApp, query: &str) -> Vec<(String, f64)> {
+    metrics_by_label(app, query)
+        .await
+        .into_iter()
+        .map(|(label, metrics)| {
+            let (_, pm2_5) = metrics
+                .into_iter()
+                .find(|(name, _)| name == "pm2_5")
+                .expect("pm2_5");
+            (label, pm2_5)
         })
         .collect()
 }
