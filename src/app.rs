@@ -125,14 +125,11 @@ impl Application {
         let (sinks, readings): (Vec<Box<dyn ReadingSink>>, Arc<dyn ReadingStore>) =
             match (&config.questdb, &postgres) {
                 (Some(questdb), Some((pool, _))) => {
-                    let (sinks, readings) = questdb::open(questdb, pool.clone()).await?;
-                    (
-                        sinks
-                            .into_iter()
-                            .map(|sink| Box::new(sink) as Box<dyn ReadingSink>)
-                            .collect(),
-                        Arc::new(readings),
-                    )
+                    let opened = questdb::open(questdb, pool.clone()).await?;
+                    if let Some(spool) = opened.spool {
+                        metrics.sample_spool_backlog(move || spool.backlog());
+                    }
+                    (opened.sinks, Arc::new(opened.readings))
                 }
                 (Some(_), None) => {
                     return Err(StartError::Store(StoreError::Config(

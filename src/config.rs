@@ -15,7 +15,7 @@ pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::cors::CorsOrigins;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
-pub use crate::store::questdb::{QuestDbConfig, TableName};
+pub use crate::store::questdb::{QuestDbConfig, SpoolConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
 pub use crate::telemetry::LogFormat;
 pub use crate::web::settings::MapSettings;
@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// ILP/HTTP senders to QuestDB: batches flushed at once, each waiting for its acknowledgement.
     #[arg(long, env = "AIRQ_QUESTDB_SENDERS", default_value_t = crate::store::questdb::DEFAULT_SENDERS as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub questdb_senders: u16,
+    /// Answer uploads once they are durable in a local spool (the data dir's `ingest.db`) and
+    /// forward them to QuestDB behind, instead of waiting for QuestDB's commit: a 201 then
+    /// survives what this host's disk survives, and the data dir must be kept.
+    #[arg(long, env = "AIRQ_QUESTDB_SPOOL", requires = "questdb_ilp")]
+    pub questdb_spool: bool,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,
@@ -279,7 +284,7 @@ impl From<ServeArgs> for Config {
         };
         Self {
             listen: args.listen,
-            data_dir: args.data_dir,
+            data_dir: args.data_dir.clone(),
             postgres_url: args.postgres_url,
             questdb: match (args.questdb_ilp, args.questdb_pg) {
                 (Some(ilp), Some(pg)) => Some(QuestDbConfig {
@@ -287,6 +292,10 @@ impl From<ServeArgs> for Config {
                     pg,
                     table: args.questdb_table,
                     senders: usize::from(args.questdb_senders),
+                    spool: args.questdb_spool.then(|| SpoolConfig {
+                        data_dir: args.data_dir.clone(),
+                        busy_timeout: Duration::from_millis(args.sqlite_busy_timeout_ms),
+                    }),
                 }),
                 _ => None,
             },

@@ -12,7 +12,9 @@
 //!   the rows per device of the QuestDB table (`AIRQ_QUESTDB_TABLE`, default `readings`), over
 //!   QuestDB's PG wire — the server's own variables, so one environment serves both. airq answers
 //!   once QuestDB acknowledged a batch, before QuestDB applied it, so the count first waits until
-//!   QuestDB applied every transaction its sequencer had numbered.
+//!   QuestDB applied every transaction its sequencer had numbered. With the spool
+//!   (`AIRQ_QUESTDB_SPOOL`), airq answers once a reading is in `<data-dir>/ingest.db`, so the
+//!   count first waits until the running server has forwarded the spool and emptied it.
 //! - `api`: `GET /api/v1/devices/{id}/current` → `sample_count`. Exact only while every reading of
 //!   the run lies in the last hour and the devices had no earlier readings (fresh fleet, run
 //!   shorter than ~55 minutes, no `measured_at`); the way to check a deployment whose readings are
@@ -62,6 +64,8 @@ pub enum Counter {
         url: String,
         /// The table (checked to be a plain name).
         table: String,
+        /// The server's spool, waited for until it is empty.
+        spool: PathBuf,
     },
     /// Current snapshots through the API, with this owner token.
     Api(HeaderValue),
@@ -85,7 +89,11 @@ impl Counter {
                 let table =
                     std::env::var("AIRQ_QUESTDB_TABLE").unwrap_or_else(|_| "readings".into());
                 airq::config::TableName::parse(&table)?;
-                Self::QuestDb { url, table }
+                Self::QuestDb {
+                    url,
+                    table,
+                    spool: data_dir.join("ingest.db"),
+                }
             }
             (VerifyMode::Questdb, None) => return Err(
                 "--verify questdb needs AIRQ_QUESTDB_PG (and AIRQ_QUESTDB_TABLE unless `readings`)"
@@ -124,7 +132,10 @@ impl Counter {
                     .map_err(|error| error.to_string())??;
                 Ok(Some(counts))
             }
-            Self::QuestDb { url, table } => Ok(Some(questdb_counts(url, table, devices).await?)),
+            Self::QuestDb { url, table, spool } => {
+                wait_for_empty_spool(spool).await?;
+                Ok(Some(questdb_counts(url, table, devices).await?))
+            }
             Self::Api(token) => Ok(Some(api_counts(target, token, devices).await?)),
             Self::None => Ok(None),
         }
@@ -186,6 +197,37 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
         .iter()
         .map(|id| counts.get(id.as_slice()).copied().unwrap_or(0))
         .collect())
+}
+
+/// Longest wait for the server to forward its spool before counting.
+const SPOOL_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until the spool at `path` holds no rows (at once when there is no spool).
+async fn wait_for_empty_spool(path: &Path) -> Result<(), BoxError> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    loop {
+        let path = path.to_owned();
+        let rows = tokio::task::spawn_blocking(move || -> Result<i64, rusqlite::Error> {
+            let connection = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0))
+        })
+        .await
+        .map_err(|error| error.to_string())??;
+        if rows == 0 {
+            return Ok(());
+        }
+        if started.elapsed() > SPOOL_WAIT {
+            return Err(format!(
+                "the spool still holds {rows} readings after {} s",
+                SPOOL_WAIT.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Longest wait for QuestDB to apply what it acknowledged before counting.

@@ -116,6 +116,7 @@ pub struct ServerMetrics {
     rate_limited: [Counter; Limit::ALL.len()],
     caches: [CacheCounters; CacheName::ALL.len()],
     fold_backlog: Arc<SampledGauge>,
+    spool_backlog: Arc<SampledGauge>,
 }
 
 impl Default for ServerMetrics {
@@ -185,6 +186,11 @@ impl Default for ServerMetrics {
             "Readings appended to the embedded store and not folded into its indexes and rollups yet.",
         ));
         registry.register_collector(Box::new(Arc::clone(&fold_backlog)));
+        let spool_backlog = Arc::new(SampledGauge::new(
+            "airq_spool_backlog_rows",
+            "Readings in the QuestDB spool that QuestDB has not acknowledged yet.",
+        ));
+        registry.register_collector(Box::new(Arc::clone(&spool_backlog)));
         let limited = Family::<LimitLabels, Counter>::default();
         registry.register(
             "airq_rate_limited",
@@ -238,6 +244,7 @@ impl Default for ServerMetrics {
             flush_seconds,
             queued,
             fold_backlog,
+            spool_backlog,
         }
     }
 }
@@ -312,6 +319,11 @@ impl ServerMetrics {
     /// Reads the fold backlog from `unfolded` at each scrape (the embedded store's readings).
     pub fn sample_fold_backlog(&self, unfolded: impl Fn() -> i64 + Send + Sync + 'static) {
         self.fold_backlog.attach(unfolded);
+    }
+
+    /// Reads the QuestDB spool's backlog from `backlog` at each scrape.
+    pub fn sample_spool_backlog(&self, backlog: impl Fn() -> i64 + Send + Sync + 'static) {
+        self.spool_backlog.attach(backlog);
     }
 
     /// The OpenMetrics text of every metric ([`CONTENT_TYPE`]).

@@ -49,6 +49,9 @@ pub enum StoreError {
     /// QuestDB refused or failed an ILP write.
     #[error("questdb ingestion")]
     QuestDb(#[from] ::questdb::Error),
+    /// The QuestDB spool holds as many readings as it may; QuestDB is not taking them.
+    #[error("the spool holds {0} readings QuestDB has not taken")]
+    SpoolFull(i64),
     /// A backend's configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),

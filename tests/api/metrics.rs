@@ -16,11 +16,11 @@ type Exposition = MetricsExposition<OpenMetricsType, OpenMetricsValue>;
 type Family = MetricFamily<OpenMetricsType, OpenMetricsValue>;
 
 /// One parsed scrape of `/metrics`.
-struct Scrape(Exposition);
+pub(crate) struct Scrape(Exposition);
 
 impl Scrape {
     /// Scrapes `app` and parses the answer strictly (a parse error fails the test).
-    async fn of(app: &TestApp) -> Self {
+    pub(crate) async fn of(app: &TestApp) -> Self {
         let response = app
             .client
             .get(format!("{}/metrics", app.base))
@@ -76,7 +76,7 @@ impl Scrape {
     }
 
     /// The one gauge series of `name`.
-    fn gauge(&self, name: &str) -> f64 {
+    pub(crate) fn gauge(&self, name: &str) -> f64 {
         assert_eq!(self.family(name).family_type, OpenMetricsType::Gauge);
         let values: Vec<f64> = self
             .values(name, &[])
@@ -310,7 +310,7 @@ async fn the_fold_backlog_counts_readings_not_folded_yet() {
     .await;
     let device = app.register_named("alice", "Balcony").await;
     let before = Scrape::of(&app).await;
-    if crate::backend::PAIR == Pair::QuestDb {
+    if crate::backend::PAIR.questdb() {
         // QuestDB indexes on write: there is no fold, and no gauge claiming a backlog of 0.
         assert!(!before.0.families.contains_key("airq_fold_backlog_rows"));
         return;
@@ -461,7 +461,7 @@ async fn the_grafana_dashboard_queries_only_metrics_the_server_exports() {
         for name in names {
             // QuestDB has no fold, so its replicas leave that one panel empty.
             let not_applicable =
-                crate::backend::PAIR == Pair::QuestDb && name == "airq_fold_backlog_rows";
+                crate::backend::PAIR.questdb() && name == "airq_fold_backlog_rows";
             if !exported.contains(&name) && !not_applicable {
                 unknown.insert(name);
             }

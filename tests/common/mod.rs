@@ -9,6 +9,7 @@
 
 pub mod contract;
 pub mod proxy;
+pub mod relay;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -34,6 +35,15 @@ pub enum Pair {
     Postgres,
     /// PostgreSQL for devices, QuestDB for readings (a table of its own per test).
     QuestDb,
+    /// The QuestDB pair with uploads answered from a local spool (`--questdb-spool`).
+    QuestDbSpool,
+}
+
+impl Pair {
+    /// Whether readings live in QuestDB.
+    pub fn questdb(self) -> bool {
+        matches!(self, Self::QuestDb | Self::QuestDbSpool)
+    }
 }
 
 /// A QuestDB table of one test, dropped with it.
@@ -64,6 +74,7 @@ impl TestTable {
             pg: self.pg.clone(),
             table: airq::config::TableName::parse(&self.name).expect("a valid table name"),
             senders: airq::store::questdb::DEFAULT_SENDERS,
+            spool: None,
         }
     }
 }
@@ -189,9 +200,11 @@ impl TestApp {
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
         let schema = match crate::backend::PAIR {
             Pair::Embedded => None,
-            Pair::Postgres | Pair::QuestDb => Some(TestSchema::create().await),
+            Pair::Postgres | Pair::QuestDb | Pair::QuestDbSpool => {
+                Some(TestSchema::create().await)
+            }
         };
-        let table = (crate::backend::PAIR == Pair::QuestDb).then(TestTable::new);
+        let table = crate::backend::PAIR.questdb().then(TestTable::new);
         let url = schema.as_ref().map(|schema| schema.url.clone());
         let questdb = table.as_ref().map(TestTable::config);
         let data_dir = tempfile::tempdir().expect("temporary data dir");
@@ -232,6 +245,12 @@ impl TestApp {
         );
         config.postgres_url = postgres_url.clone();
         config.questdb = questdb;
+        if let (Pair::QuestDbSpool, Some(questdb)) = (crate::backend::PAIR, &mut config.questdb) {
+            questdb.spool = Some(airq::config::SpoolConfig {
+                data_dir: data_dir.path().to_owned(),
+                busy_timeout: config.sqlite_busy_timeout,
+            });
+        }
         // Rate limits are off unless a test turns them on in `configure`: many tests upload more
         // readings to one device, or read public routes more often, than the default bursts allow
         // (tests/api/rate_limits.rs exercises the limits with small rates of its own).
@@ -274,6 +293,7 @@ impl TestApp {
     pub async fn stored_ids(&self) -> Vec<u64> {
         let mut ids: Vec<u64> = match &self.table {
             Some(table) => {
+                wait_for_empty_spool(self.data_dir.path()).await;
                 let (client, connection) =
                     tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
                         .await
@@ -307,6 +327,29 @@ impl TestApp {
         };
         ids.sort_unstable();
         ids
+    }
+
+    /// Stops the server, then starts another process on the same data directory, device store
+    /// and QuestDB table, with the configuration adjusted first (the first one's answers are
+    /// checked against the document as in [`TestApp::stop`]).
+    pub async fn restart(mut self, configure: impl FnOnce(&mut Config)) -> Self {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server.await.expect("the server task ends cleanly");
+        }
+        self.proxy.settle(Duration::from_secs(10)).await;
+        self.check_contract();
+        let data_dir = std::mem::replace(
+            &mut self.data_dir,
+            tempfile::tempdir().expect("temporary data dir"),
+        );
+        let questdb = self.table.as_ref().map(TestTable::config);
+        let mut app = Self::start(data_dir, self.postgres_url.clone(), questdb, configure).await;
+        app.schema = self.schema.take();
+        app.table = self.table.take();
+        app
     }
 
     /// Stops the server and waits until it has drained and its last answers were relayed;
@@ -644,4 +687,26 @@ pub fn stored_sqlite_ids(data_dir: &std::path::Path) -> Vec<u64> {
         .collect();
     ids.sort_unstable();
     ids
+}
+
+/// Waits until the QuestDB spool in `data_dir` (when there is one) holds no rows: the server
+/// answers uploads once they are spooled, and forwards them to QuestDB behind.
+pub async fn wait_for_empty_spool(data_dir: &std::path::Path) {
+    let spool = data_dir.join("ingest.db");
+    if crate::backend::PAIR != Pair::QuestDbSpool || !spool.exists() {
+        return;
+    }
+    for _ in 0..1000 {
+        let rows: i64 = rusqlite::Connection::open_with_flags(
+            &spool,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .and_then(|connection| connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0)))
+        .expect("the spool reads");
+        if rows == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the spool was not forwarded to QuestDB within 10 s");
 }

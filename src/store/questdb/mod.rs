@@ -6,24 +6,34 @@
 //!   retry after an uncertain failure never duplicates. [`QuestDbConfig::senders`] sinks, each
 //!   with its own ILP/HTTP sender, keep that many flushes in flight. Receipt ids come in blocks
 //!   from a PostgreSQL sequence shared by every process.
+//! - With [`QuestDbConfig::spool`], the batch writer's one sink is a [`SpoolSink`] instead: an
+//!   upload is answered once it is durable in a local spool (`ingest.db` in the data directory),
+//!   and a forwarder sends the spool on to QuestDB through that many senders, in batches as large
+//!   as the backlog ([`spool`], [`forward`]).
 //! - [`Visibility`] keeps read-your-writes without a wait on the write path: an upload is answered
 //!   once QuestDB acknowledged its batch, and a read waits for QuestDB's WAL apply only when it
-//!   reads a device with an acknowledged batch that may not be applied yet.
+//!   reads a device with an acknowledged batch that may not be applied yet ([`Spool::settle`]
+//!   first waits for the spooled rows of the devices it reads to be acknowledged).
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
 //!   read names its devices, taken from the device store) and leave with retention.
 
+mod forward;
+mod ids;
+mod ilp;
 mod reading_store;
 mod sink;
+mod spool;
 mod visibility;
 
 use deadpool_postgres::Pool;
 
-use super::StoreError;
+use super::{ReadingSink, StoreError};
 
 pub use reading_store::QuestDbReadings;
 pub use sink::QuestDbSink;
+pub use spool::{Spool, SpoolSink};
 pub use visibility::Visibility;
 
 /// The schema files, in order; a file's statements are separated by blank lines, and an
@@ -51,6 +61,18 @@ pub struct QuestDbConfig {
     pub table: TableName,
     /// ILP/HTTP senders, each a batch writer lane: flushes in flight at once (at least 1).
     pub senders: usize,
+    /// Acknowledge uploads once they are in the local spool in this directory, not once QuestDB
+    /// has them; `None` writes straight to QuestDB.
+    pub spool: Option<SpoolConfig>,
+}
+
+/// Where the spool lives.
+#[derive(Debug, Clone)]
+pub struct SpoolConfig {
+    /// The data directory (the spool is its `ingest.db`).
+    pub data_dir: std::path::PathBuf,
+    /// How long its SQLite connections wait for a lock.
+    pub busy_timeout: std::time::Duration,
 }
 
 /// A QuestDB table name airq may splice into SQL: a letter or `_`, then letters, digits and `_`,
@@ -121,26 +143,55 @@ async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
     Ok(pool)
 }
 
-/// The reading store on QuestDB: one sink per configured sender (receipt ids from the
-/// PostgreSQL pool `ids`) and the reads, sharing one [`Visibility`].
-pub async fn open(
-    config: &QuestDbConfig,
-    ids: Pool,
-) -> Result<(Vec<QuestDbSink>, QuestDbReadings), StoreError> {
+/// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one
+/// spool sink — (receipt ids from the PostgreSQL pool `ids`), the reads, sharing one
+/// [`Visibility`], and the spool when there is one (for `/metrics`).
+pub async fn open(config: &QuestDbConfig, ids: Pool) -> Result<Opened, StoreError> {
     let reads = connect(config).await?;
     let visibility = Visibility::start(reads.clone(), &config.table);
-    let sinks = (0..config.senders.max(1))
-        .map(|_| {
-            QuestDbSink::new(
-                config.ilp.clone(),
-                config.table.clone(),
-                ids.clone(),
-                visibility.clone(),
-            )
-        })
-        .collect::<Result<_, _>>()?;
-    let readings = QuestDbReadings::new(reads, config.table.clone(), visibility);
-    Ok((sinks, readings))
+    let (sinks, spool): (Vec<Box<dyn ReadingSink>>, _) = match &config.spool {
+        Some(spool) => {
+            let lanes = forward::Lanes {
+                ilp: config.ilp.clone(),
+                table: config.table.clone(),
+                count: config.senders.max(1),
+                visibility: visibility.clone(),
+            };
+            let (sink, spool) = SpoolSink::open(&spool.data_dir, spool.busy_timeout, ids, lanes)?;
+            (vec![Box::new(sink)], Some(spool))
+        }
+        None => {
+            let sinks = (0..config.senders.max(1))
+                .map(|_| {
+                    QuestDbSink::new(
+                        config.ilp.clone(),
+                        config.table.clone(),
+                        ids.clone(),
+                        visibility.clone(),
+                    )
+                    .map(|sink| Box::new(sink) as Box<dyn ReadingSink>)
+                })
+                .collect::<Result<_, _>>()?;
+            (sinks, None)
+        }
+    };
+    let readings = QuestDbReadings::new(reads, config.table.clone(), visibility, spool.clone());
+    Ok(Opened {
+        sinks,
+        readings,
+        spool,
+    })
+}
+
+/// What [`open`] hands the application.
+#[derive(Debug)]
+pub struct Opened {
+    /// The batch writer's sinks.
+    pub sinks: Vec<Box<dyn ReadingSink>>,
+    /// The read side.
+    pub readings: QuestDbReadings,
+    /// The spool, when uploads go through one.
+    pub spool: Option<Spool>,
 }
 
 /// The column an `ALTER TABLE … ADD COLUMN name type` statement adds.

@@ -2,8 +2,9 @@
 //!
 //! Queries carry their values as literals: every one is a UUID or an instant that airq produced
 //! itself, never client text, and the literal form sidesteps type inference of bind variables.
-//! Every query of readings first settles the devices it reads ([`Visibility::settle`]), so it
-//! includes every reading this process acknowledged for them.
+//! Every query of readings first settles the devices it reads ([`Spool::settle`] when uploads go
+//! through a spool, then [`Visibility::settle`]), so it includes every reading this process
+//! acknowledged for them.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -14,6 +15,7 @@ use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::spool::Spool;
 use super::visibility::Visibility;
 use super::{device_list, literal, TableName};
 use crate::domain::timeline::Interval;
@@ -32,21 +34,27 @@ pub struct QuestDbReadings {
     pool: Pool,
     table: TableName,
     visibility: Visibility,
+    spool: Option<Spool>,
 }
 
 impl QuestDbReadings {
-    /// Readings in `table`, read through `pool`, fresh as of what `visibility` was told.
-    pub fn new(pool: Pool, table: TableName, visibility: Visibility) -> Self {
+    /// Readings in `table`, read through `pool`, fresh as of what `visibility` (and `spool`, when
+    /// uploads go through one) was told.
+    pub fn new(pool: Pool, table: TableName, visibility: Visibility, spool: Option<Spool>) -> Self {
         Self {
             pool,
             table,
             visibility,
+            spool,
         }
     }
 
     /// Runs `sql`, a query of readings of `devices`, once this process's acknowledged batches of
     /// them are readable.
     async fn query(&self, devices: &[DeviceUuid], sql: &str) -> Result<Vec<Row>, StoreError> {
+        if let Some(spool) = &self.spool {
+            spool.settle(devices).await;
+        }
         self.visibility.settle(devices).await;
         self.run(sql).await
     }

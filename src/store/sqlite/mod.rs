@@ -31,6 +31,7 @@ use super::StoreError;
 
 pub use device_store::SqliteDevices;
 pub use ingest::{FoldConfig, SqliteReadingSink};
+pub(crate) use ingest::{IngestLog, LogReader};
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each

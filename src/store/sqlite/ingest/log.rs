@@ -28,8 +28,10 @@ use chrono::Utc;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::domain::measure::COUNT;
-use crate::domain::StoredReading;
-use crate::store::sqlite::{bind_values, connect, device_bytes, lock, migrate, to_micros};
+use crate::domain::{DeviceUuid, Reading, ReadingId, StoredReading};
+use crate::store::sqlite::{
+    bind_values, connect, device_bytes, from_micros, lock, migrate, read_values, to_micros,
+};
 use crate::store::{columns, StoreError};
 
 /// The log's schema, in order (see [`migrate`]).
@@ -85,6 +87,7 @@ pub(super) fn next_id(
 #[derive(Debug)]
 pub(crate) struct IngestLog {
     path: PathBuf,
+    busy_timeout: Duration,
     writer: Mutex<Connection>,
 }
 
@@ -100,6 +103,7 @@ impl IngestLog {
         writer.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
         Ok(Self {
             path,
+            busy_timeout,
             writer: Mutex::new(writer),
         })
     }
@@ -109,8 +113,16 @@ impl IngestLog {
         &self.path
     }
 
+    /// A connection of its own that reads the log back in id order (WAL lets it read beside the
+    /// appends).
+    pub(crate) fn reader(&self) -> Result<LogReader, StoreError> {
+        Ok(LogReader {
+            connection: connect(&self.path, self.busy_timeout)?,
+        })
+    }
+
     /// Appends `batch` in one synced transaction.
-    pub(super) fn append(&self, batch: &[StoredReading]) -> Result<(), StoreError> {
+    pub(crate) fn append(&self, batch: &[StoredReading]) -> Result<(), StoreError> {
         let mut writer = lock(&self.writer);
         let transaction = writer.transaction()?;
         {
@@ -137,8 +149,9 @@ impl IngestLog {
         Ok(())
     }
 
-    /// Deletes the rows through `folded`, which the fold has committed to `airq.db`.
-    pub(super) fn prune(&self, folded: i64) -> Result<(), StoreError> {
+    /// Deletes the rows through `folded`, which their consumer (the fold, or the QuestDB spool's
+    /// forwarder) has committed where they go.
+    pub(crate) fn prune(&self, folded: i64) -> Result<(), StoreError> {
         lock(&self.writer)
             .prepare_cached("DELETE FROM log WHERE id <= ?1")?
             .execute([folded])?;
@@ -164,4 +177,86 @@ impl IngestLog {
         transaction.commit()?;
         Ok(())
     }
+}
+
+/// The statement reading the log back, built once.
+static READ_AFTER: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id, device, at, keyed, {}, pms_provider, temperature_provider, lat, lon, \
+         location_provider FROM log WHERE id > ?1 ORDER BY id LIMIT ?2",
+        columns::each(str::to_owned)
+    )
+});
+
+/// The log read back as stored readings, oldest first: what a consumer other than the fold (the
+/// QuestDB spool's forwarder, `crate::store::questdb`) takes its rows from.
+#[derive(Debug)]
+pub(crate) struct LogReader {
+    connection: Connection,
+}
+
+impl LogReader {
+    /// Up to `limit` rows with ids past `after`, by id, as they were appended.
+    pub(crate) fn after(&self, after: i64, limit: usize) -> Result<Vec<StoredReading>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut statement = self.connection.prepare_cached(&READ_AFTER)?;
+        let mut rows = statement.query(params![after, limit])?;
+        let mut read = Vec::new();
+        while let Some(row) = rows.next()? {
+            read.push(stored_reading(row)?);
+        }
+        Ok(read)
+    }
+
+    /// How many rows the log holds, and the highest id among them (0 when empty).
+    pub(crate) fn extent(&self) -> Result<(i64, i64), StoreError> {
+        Ok(self.connection.query_row(
+            "SELECT count(*), coalesce(max(id), 0) FROM log",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?)
+    }
+
+    /// Copies the log's WAL back into its file as far as no reader holds it back, without
+    /// waiting for the appender (which then finds little left to copy at its own threshold).
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        self.connection
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+}
+
+/// A row of [`READ_AFTER`] as the reading it was appended as.
+fn stored_reading(row: &rusqlite::Row<'_>) -> Result<StoredReading, StoreError> {
+    let id: i64 = row.get(0)?;
+    let device: Vec<u8> = row.get(1)?;
+    let device = <[u8; 16]>::try_from(device.as_slice())
+        .map_err(|_| StoreError::Corrupt(format!("log row {id} names no device")))?;
+    let at = from_micros(row.get(2)?)?;
+    let keyed = row.get::<_, i64>(3)? != 0;
+    let values = read_values(row, 4)?;
+    let next = 4 + COUNT;
+    let lat: Option<f64> = row.get(next + 2)?;
+    let lon: Option<f64> = row.get(next + 3)?;
+    let provider: Option<String> = row.get(next + 4)?;
+    Ok(StoredReading {
+        id: u64::try_from(id)
+            .ok()
+            .and_then(ReadingId::new)
+            .ok_or_else(|| StoreError::Corrupt(format!("log row id {id} is out of range")))?,
+        device: DeviceUuid::from_uuid(uuid::Uuid::from_bytes(device)),
+        at,
+        reading: Reading {
+            values,
+            pms_provider: row.get(next)?,
+            temperature_provider: row.get(next + 1)?,
+            location: match (lat, lon, provider) {
+                (Some(lat), Some(lon), Some(provider)) => {
+                    Some(crate::domain::Location { lat, lon, provider })
+                }
+                _ => None,
+            },
+            measured_at: keyed.then_some(at),
+        },
+    })
 }

@@ -39,7 +39,7 @@ use crate::store::{columns, StoreError};
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
-pub(crate) use log::IngestLog;
+pub(crate) use log::{IngestLog, LogReader};
 pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while

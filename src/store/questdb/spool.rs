@@ -1,0 +1,241 @@
+//! The spool: the QuestDB pair's ingestion log, so an upload is answered once it is durable on
+//! this process's own disk, before QuestDB has it (`--questdb-spool`).
+//!
+//! Without it, every upload waits for an ILP/HTTP round trip, and QuestDB's commit costs about
+//! ten milliseconds whatever the batch's size (`bench/RESULTS.md`), which bounds what a process
+//! can take in. With it, the batch writer's one sink ([`SpoolSink`]) appends each batch to
+//! `ingest.db` in the data directory — the embedded store's ingestion log, the same file format,
+//! synced the same way — and answers; the [`Forwarder`](super::forward) sends what was appended
+//! on to QuestDB in batches as large as the backlog, and deletes it from the spool once QuestDB
+//! acknowledged it.
+//!
+//! The rules:
+//! - **Durable before acknowledged.** A 201 means the reading is committed to the spool with
+//!   `synchronous = FULL`: it survives `kill -9` and a power loss of this host (on storage that
+//!   honours fsync) and reaches QuestDB later, also when QuestDB was down when it was taken in.
+//! - **A row leaves the spool only once QuestDB acknowledged it.** A crash before that sends it
+//!   again at the next start; QuestDB's deduplication on `(at, device, dedup)` makes the second
+//!   copy replace the first.
+//! - **Reads after a 201 include it.** [`Spool::settle`] makes a read of a device wait until
+//!   everything spooled for it before the read is acknowledged by QuestDB (then [`Visibility`]
+//!   waits for QuestDB to apply it); a read right after a start waits for whatever the previous
+//!   run left. Reads of devices without such rows never wait.
+//! - **The backlog is bounded.** Past [`MAX_BACKLOG`] rows the sink holds the batch writer back
+//!   (and the uploads behind it), at most [`ROOM_WAIT`], then fails the batch.
+//!
+//! [`Visibility`]: super::Visibility
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use tokio::sync::watch;
+
+use super::forward::{self, Event, Forwarder, Lanes};
+use super::ids::IdBlocks;
+use crate::domain::{DeviceUuid, ReadingId, StoredReading};
+use crate::store::sqlite::IngestLog;
+use crate::store::{ReadingSink, StoreError};
+
+/// Spooled rows QuestDB has not acknowledged after which the sink holds appends back. On disk,
+/// not in memory (about 200 bytes a row): at 20,000 uploads a second, a minute of QuestDB being
+/// away.
+pub(super) const MAX_BACKLOG: i64 = 1_000_000;
+/// Longest wait of an append for room in a full spool before its batch fails.
+const ROOM_WAIT: Duration = Duration::from_secs(10);
+/// How often an append held back by a full spool looks again.
+const ROOM_POLL: Duration = Duration::from_millis(5);
+/// Longest wait of a read for the forwarder; past it the read goes ahead without the rows still
+/// in the spool (they are durable either way) and a warning is logged.
+const FORWARD_WAIT: Duration = Duration::from_secs(2);
+/// How often the devices whose spooled rows are all forwarded are forgotten, at most.
+const FORGET_EVERY: Duration = Duration::from_millis(50);
+
+/// What the sink, the forwarder and the reads share. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Spool {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    /// Per device, the highest id spooled for it this run, while it may not be forwarded.
+    pending: Mutex<Pending>,
+    /// Rows appended, and rows QuestDB acknowledged, since the start (the first counts what the
+    /// previous run left).
+    appended_rows: AtomicI64,
+    forwarded_rows: AtomicI64,
+    /// Every row with an id up to this one is acknowledged by QuestDB.
+    forwarded: watch::Sender<i64>,
+    /// The highest id the spool held at the start: every read waits for it once.
+    left_at_start: i64,
+    /// The forwarder's inbox, to hurry it when a read waits.
+    forwarder: mpsc::Sender<Event>,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    by_device: HashMap<DeviceUuid, i64>,
+    forgotten_at: Option<Instant>,
+}
+
+impl Spool {
+    fn new(rows_at_start: i64, left_at_start: i64, forwarder: mpsc::Sender<Event>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                pending: Mutex::default(),
+                appended_rows: AtomicI64::new(rows_at_start),
+                forwarded_rows: AtomicI64::new(0),
+                forwarded: watch::Sender::new(0),
+                left_at_start,
+                forwarder,
+            }),
+        }
+    }
+
+    /// Records an appended batch (before its uploads are answered).
+    fn spooled(&self, batch: &[StoredReading]) {
+        let mut pending = self.lock();
+        for row in batch {
+            let id = i64::try_from(row.id.get()).unwrap_or(i64::MAX);
+            pending.by_device.insert(row.device, id);
+        }
+        drop(pending);
+        self.shared
+            .appended_rows
+            .fetch_add(batch.len() as i64, Ordering::Relaxed);
+    }
+
+    /// Records that QuestDB acknowledged `rows` more rows and every row through id `through`.
+    pub(super) fn forwarded(&self, through: i64, rows: usize) {
+        self.shared
+            .forwarded_rows
+            .fetch_add(rows as i64, Ordering::Relaxed);
+        self.shared.forwarded.send_replace(through);
+        let mut pending = self.lock();
+        let due = pending
+            .forgotten_at
+            .is_none_or(|at| at.elapsed() >= FORGET_EVERY);
+        if due {
+            pending.by_device.retain(|_, id| *id > through);
+            pending.forgotten_at = Some(Instant::now());
+        }
+    }
+
+    /// Rows in the spool that QuestDB has not acknowledged.
+    pub fn backlog(&self) -> i64 {
+        self.shared.appended_rows.load(Ordering::Relaxed)
+            - self.shared.forwarded_rows.load(Ordering::Relaxed)
+    }
+
+    /// Waits until every row spooled for any of `devices` before this call (and whatever the
+    /// previous run left) is acknowledged by QuestDB, at most [`FORWARD_WAIT`].
+    pub async fn settle(&self, devices: &[DeviceUuid]) {
+        let target = {
+            let pending = self.lock();
+            devices
+                .iter()
+                .filter_map(|device| pending.by_device.get(device))
+                .copied()
+                .fold(self.shared.left_at_start, i64::max)
+        };
+        let mut forwarded = self.shared.forwarded.subscribe();
+        if *forwarded.borrow() >= target {
+            return;
+        }
+        // The forwarder may be lingering for more rows; this read should not wait for them. (A
+        // failed send means it has stopped, and the wait below ends at its bound.)
+        let _ = self.shared.forwarder.send(Event::Hurry);
+        let waited = tokio::time::timeout(FORWARD_WAIT, forwarded.wait_for(|at| *at >= target));
+        if waited.await.is_err() {
+            tracing::warn!(
+                wait_ms = FORWARD_WAIT.as_millis() as u64,
+                "spooled readings have not reached QuestDB yet; reading without them"
+            );
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
+        // Each update is one step, so the map stays consistent whatever a panicking holder did.
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The batch writer's one sink with a spool: appends, and owns the forwarder, which stops (after
+/// forwarding what it can within its bound) when the sink is dropped.
+#[derive(Debug)]
+pub struct SpoolSink {
+    log: Arc<IngestLog>,
+    ids: IdBlocks,
+    spool: Spool,
+    forwarder: Forwarder,
+}
+
+impl SpoolSink {
+    /// Opens (creating when missing) the spool in `data_dir`, taking ids from the PostgreSQL pool
+    /// `ids` (used on the runtime this is called from), and starts forwarding through `lanes`.
+    pub(super) fn open(
+        data_dir: &Path,
+        busy_timeout: Duration,
+        ids: Pool,
+        lanes: Lanes,
+    ) -> Result<(Self, Spool), StoreError> {
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        let log = Arc::new(IngestLog::open(data_dir, busy_timeout)?);
+        let reader = log.reader()?;
+        let (rows, highest) = reader.extent()?;
+        if rows > 0 {
+            tracing::info!(rows, "spooled readings left by the previous run go to QuestDB first");
+        }
+        let inbox = forward::inbox();
+        let spool = Spool::new(rows, highest, inbox.0.clone());
+        let forwarder = Forwarder::start(Arc::clone(&log), reader, spool.clone(), lanes, inbox)?;
+        Ok((
+            Self {
+                log,
+                ids: IdBlocks::new(ids)?,
+                spool: spool.clone(),
+                forwarder,
+            },
+            spool,
+        ))
+    }
+
+    /// Waits while the spool is full, at most [`ROOM_WAIT`].
+    async fn wait_for_room(&self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        while self.spool.backlog() > MAX_BACKLOG {
+            if started.elapsed() >= ROOM_WAIT {
+                return Err(StoreError::SpoolFull(self.spool.backlog()));
+            }
+            tokio::time::sleep(ROOM_POLL).await;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ReadingSink for SpoolSink {
+    async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
+        self.ids.allocate(count).await
+    }
+
+    /// Blocks the writer's thread for the append and its sync; nothing else runs there.
+    async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
+        self.wait_for_room().await?;
+        self.log.append(batch)?;
+        self.spool.spooled(batch);
+        self.forwarder.appended(batch.len());
+        Ok(())
+    }
+}
