@@ -460,8 +460,7 @@ async fn the_grafana_dashboard_queries_only_metrics_the_server_exports() {
         );
         for name in names {
             // QuestDB has no fold, so its replicas leave that one panel empty.
-            let not_applicable =
-                crate::backend::PAIR.questdb() && name == "airq_fold_backlog_rows";
+            let not_applicable = crate::backend::PAIR.questdb() && name == "airq_fold_backlog_rows";
             if !exported.contains(&name) && !not_applicable {
                 unknown.insert(name);
             }

@@ -1,7 +1,9 @@
 //! Several ILP/HTTP flushes in flight (issue 12): uploads are answered once QuestDB acknowledged
-//! their batch, before it is applied, over several senders at once. What must still hold: a read
-//! after a 201 includes the reading, nothing acknowledged is lost or stored twice, and a reading
-//! re-sent after its 201 replaces it whichever sender carries it.
+//! their batch, before it is applied, over several senders at once — or, with the spool (the
+//! `api_questdb_spool` suite runs this file too), once spooled, and forwarded over several senders
+//! behind. What must still hold: a read after a 201 includes the reading, nothing acknowledged is
+//! lost or stored twice, and a reading re-sent after its 201 replaces it whichever sender carries
+//! it.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

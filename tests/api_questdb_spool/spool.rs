@@ -50,7 +50,11 @@ async fn uploads_while_questdb_is_away_are_answered_201_and_reach_it_once_it_is_
     relay.restore();
     acknowledged.extend(upload_ids(&app, &device, 2).await);
 
-    assert_eq!(sample_count(&app, &device).await, 9, "a read after the 201s");
+    assert_eq!(
+        sample_count(&app, &device).await,
+        9,
+        "a read after the 201s"
+    );
     acknowledged.sort_unstable();
     assert_eq!(
         app.stored_ids().await,
@@ -99,5 +103,8 @@ async fn metrics_count_the_spooled_readings_questdb_has_not_taken() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(backlog, 0.0, "the forwarder caught up once QuestDB was back");
+    assert_eq!(
+        backlog, 0.0,
+        "the forwarder caught up once QuestDB was back"
+    );
 }

@@ -200,9 +200,7 @@ impl TestApp {
     pub async fn spawn_with(configure: impl FnOnce(&mut Config)) -> Self {
         let schema = match crate::backend::PAIR {
             Pair::Embedded => None,
-            Pair::Postgres | Pair::QuestDb | Pair::QuestDbSpool => {
-                Some(TestSchema::create().await)
-            }
+            Pair::Postgres | Pair::QuestDb | Pair::QuestDbSpool => Some(TestSchema::create().await),
         };
         let table = crate::backend::PAIR.questdb().then(TestTable::new);
         let url = schema.as_ref().map(|schema| schema.url.clone());
@@ -701,7 +699,9 @@ pub async fn wait_for_empty_spool(data_dir: &std::path::Path) {
             &spool,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
-        .and_then(|connection| connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0)))
+        .and_then(|connection| {
+            connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0))
+        })
         .expect("the spool reads");
         if rows == 0 {
             return;

@@ -76,4 +76,3 @@ pub fn questdb_http_address() -> String {
         .expect("an http::addr= in AIRQ_TEST_QUESTDB_ILP")
         .to_owned()
 }
-

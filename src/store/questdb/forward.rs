@@ -209,7 +209,9 @@ impl Coordinator {
             let due = stopping.is_some()
                 || self.hurry
                 || self.waiting >= FULL_CHUNK_ROWS
-                || self.waiting_since.is_some_and(|since| since.elapsed() >= LINGER);
+                || self
+                    .waiting_since
+                    .is_some_and(|since| since.elapsed() >= LINGER);
             let dispatched = due && self.in_flight.len() < CHUNKS_IN_FLIGHT && self.dispatch();
             if let Some(since) = stopping {
                 if !dispatched && self.in_flight.is_empty() {
@@ -228,7 +230,9 @@ impl Coordinator {
                 continue;
             }
             let pause = match self.waiting_since {
-                Some(since) => LINGER.saturating_sub(since.elapsed()).max(Duration::from_millis(1)),
+                Some(since) => LINGER
+                    .saturating_sub(since.elapsed())
+                    .max(Duration::from_millis(1)),
                 None => IDLE,
             };
             match self.inbox.recv_timeout(pause) {
@@ -266,7 +270,11 @@ impl Coordinator {
     /// Retires the acknowledged chunks at the front, in order, and prunes behind them.
     fn retire(&mut self, now: bool) {
         let mut rows = 0;
-        while self.in_flight.front().is_some_and(|chunk| chunk.parts_left == 0) {
+        while self
+            .in_flight
+            .front()
+            .is_some_and(|chunk| chunk.parts_left == 0)
+        {
             if let Some(chunk) = self.in_flight.pop_front() {
                 self.forwarded = chunk.last_id;
                 rows += chunk.rows;

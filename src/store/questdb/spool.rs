@@ -195,7 +195,10 @@ impl SpoolSink {
         let reader = log.reader()?;
         let (rows, highest) = reader.extent()?;
         if rows > 0 {
-            tracing::info!(rows, "spooled readings left by the previous run go to QuestDB first");
+            tracing::info!(
+                rows,
+                "spooled readings left by the previous run go to QuestDB first"
+            );
         }
         let inbox = forward::inbox();
         let spool = Spool::new(rows, highest, inbox.0.clone());
