@@ -77,9 +77,10 @@ pub struct ServeArgs {
     /// The QuestDB table holding readings.
     #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings", value_parser = TableName::parse)]
     pub questdb_table: TableName,
-    /// ILP/HTTP senders to QuestDB: batches flushed at once, each waiting for its acknowledgement.
-    #[arg(long, env = "AIRQ_QUESTDB_SENDERS", default_value_t = crate::store::questdb::DEFAULT_SENDERS as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub questdb_senders: u16,
+    /// ILP/HTTP senders to QuestDB: batches flushed at once, each waiting for its acknowledgement
+    /// [default: 4, with --questdb-spool 1].
+    #[arg(long, env = "AIRQ_QUESTDB_SENDERS", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub questdb_senders: Option<u16>,
     /// Answer uploads once they are durable in a local spool (the data dir's `ingest.db`) and
     /// forward them to QuestDB behind, instead of waiting for QuestDB's commit: a 201 then
     /// survives what this host's disk survives, and the data dir must be kept.
@@ -291,7 +292,14 @@ impl From<ServeArgs> for Config {
                     ilp,
                     pg,
                     table: args.questdb_table,
-                    senders: usize::from(args.questdb_senders),
+                    senders: args.questdb_senders.map_or(
+                        if args.questdb_spool {
+                            crate::store::questdb::DEFAULT_SPOOL_SENDERS
+                        } else {
+                            crate::store::questdb::DEFAULT_SENDERS
+                        },
+                        usize::from,
+                    ),
                     spool: args.questdb_spool.then(|| SpoolConfig {
                         data_dir: args.data_dir.clone(),
                         busy_timeout: Duration::from_millis(args.sqlite_busy_timeout_ms),

@@ -244,6 +244,7 @@ impl TestApp {
         config.postgres_url = postgres_url.clone();
         config.questdb = questdb;
         if let (Pair::QuestDbSpool, Some(questdb)) = (crate::backend::PAIR, &mut config.questdb) {
+            questdb.senders = airq::store::questdb::DEFAULT_SPOOL_SENDERS;
             questdb.spool = Some(airq::config::SpoolConfig {
                 data_dir: data_dir.path().to_owned(),
                 busy_timeout: config.sqlite_busy_timeout,

@@ -40,7 +40,7 @@ const FULL_CHUNK_ROWS: usize = 2_000;
 /// Longest wait of an appended row before it is sent. QuestDB's work per ILP transaction barely
 /// depends on its size (a commit, fsyncs in sync mode), so sending each append as it comes cost
 /// QuestDB more CPU than the whole rest of the server (measured: ~15 rows per transaction).
-const LINGER: Duration = Duration::from_millis(100);
+const LINGER: Duration = Duration::from_millis(250);
 /// Chunks handed to the lanes and not acknowledged yet, at most.
 const CHUNKS_IN_FLIGHT: usize = 2;
 /// How long the coordinator sleeps when nothing happens (it wakes at once on an append or an

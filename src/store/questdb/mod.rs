@@ -50,6 +50,12 @@ const POOL_SIZE: usize = 8;
 /// previous ones wait for their acknowledgement, few enough not to split batches needlessly.
 pub const DEFAULT_SENDERS: usize = 4;
 
+/// ILP/HTTP senders of the spool's forwarder unless configured. Its uploads never wait for a
+/// flush, so only QuestDB's work counts, and that is mostly per transaction: four senders made
+/// four times the transactions, each a quarter as large, and cost QuestDB nearly twice the CPU
+/// for fewer rows a second (`bench/RESULTS.md`).
+pub const DEFAULT_SPOOL_SENDERS: usize = 1;
+
 /// Where readings live in QuestDB.
 #[derive(Debug, Clone)]
 pub struct QuestDbConfig {
