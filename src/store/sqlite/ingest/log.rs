@@ -260,3 +260,74 @@ fn stored_reading(row: &rusqlite::Row<'_>) -> Result<StoredReading, StoreError> 
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::domain::{Location, Measurements};
+
+    fn reading(id: u64, keyed: bool, location: Option<Location>) -> StoredReading {
+        let at = Utc
+            .timestamp_micros(1_790_000_000_000_000 + i64::try_from(id).unwrap_or(0))
+            .single()
+            .unwrap_or_default();
+        StoredReading {
+            id: ReadingId::new(id).unwrap_or_else(|| unreachable!("ids from 1")),
+            device: DeviceUuid::generate(),
+            at,
+            reading: Reading {
+                values: Measurements::from_fn(|measure| id as f64 + measure.index() as f64),
+                pms_provider: "PMS5003".into(),
+                temperature_provider: "DHT22".into(),
+                location,
+                measured_at: keyed.then_some(at),
+            },
+        }
+    }
+
+    fn opened() -> (tempfile::TempDir, IngestLog) {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temporary dir: {error}"));
+        let log = IngestLog::open(dir.path(), Duration::from_secs(1))
+            .unwrap_or_else(|error| panic!("the log opens: {error}"));
+        (dir, log)
+    }
+
+    #[test]
+    fn the_log_reads_back_what_was_appended_in_id_order_past_a_given_id() {
+        let (_dir, log) = opened();
+        let place = Location {
+            lat: 52.52,
+            lon: 13.405,
+            provider: "gps".into(),
+        };
+        let appended = vec![
+            reading(7, false, None),
+            reading(8, true, Some(place)),
+            reading(9, true, None),
+        ];
+        log.append(&appended[..2])
+            .unwrap_or_else(|error| panic!("{error}"));
+        log.append(&appended[2..])
+            .unwrap_or_else(|error| panic!("{error}"));
+        let reader = log.reader().unwrap_or_else(|error| panic!("{error}"));
+
+        assert_eq!(reader.after(0, 10).unwrap_or_default(), appended);
+        assert_eq!(reader.after(7, 1).unwrap_or_default(), appended[1..2]);
+        assert_eq!(reader.extent().unwrap_or_default(), (3, 9));
+    }
+
+    #[test]
+    fn a_pruned_log_holds_only_the_rows_past_the_watermark() {
+        let (_dir, log) = opened();
+        let appended: Vec<_> = (1..=4).map(|id| reading(id, false, None)).collect();
+        log.append(&appended)
+            .unwrap_or_else(|error| panic!("{error}"));
+        log.prune(2).unwrap_or_else(|error| panic!("{error}"));
+        let reader = log.reader().unwrap_or_else(|error| panic!("{error}"));
+
+        assert_eq!(reader.after(0, 10).unwrap_or_default(), appended[2..]);
+        assert_eq!(reader.extent().unwrap_or_default(), (2, 4));
+    }
+}
