@@ -229,11 +229,12 @@ impl Coordinator {
             if dispatched {
                 continue;
             }
+            // With every chunk slot taken, only an acknowledgement (an event) can change anything.
             let pause = match self.waiting_since {
-                Some(since) => LINGER
+                Some(since) if self.in_flight.len() < CHUNKS_IN_FLIGHT => LINGER
                     .saturating_sub(since.elapsed())
                     .max(Duration::from_millis(1)),
-                None => IDLE,
+                _ => IDLE,
             };
             match self.inbox.recv_timeout(pause) {
                 Ok(event) => self.take(event, &mut stopping),
