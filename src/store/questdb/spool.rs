@@ -128,8 +128,10 @@ impl Spool {
 
     /// Rows in the spool that QuestDB has not acknowledged.
     pub fn backlog(&self) -> i64 {
-        self.shared.appended_rows.load(Ordering::Relaxed)
-            - self.shared.forwarded_rows.load(Ordering::Relaxed)
+        // The forwarder may take a batch's rows before the sink counted them; never below 0.
+        (self.shared.appended_rows.load(Ordering::Relaxed)
+            - self.shared.forwarded_rows.load(Ordering::Relaxed))
+        .max(0)
     }
 
     /// Waits until every row spooled for any of `devices` before this call (and whatever the
@@ -240,5 +242,80 @@ impl ReadingSink for SpoolSink {
         self.spool.spooled(batch);
         self.forwarder.appended(batch.len());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::domain::{Measurements, Reading};
+
+    fn row(id: u64, device: DeviceUuid) -> StoredReading {
+        StoredReading {
+            id: ReadingId::new(id).unwrap_or_else(|| unreachable!("ids from 1")),
+            device,
+            at: Utc::now(),
+            reading: Reading {
+                values: Measurements::default(),
+                pms_provider: "PMS5003".into(),
+                temperature_provider: "DHT22".into(),
+                location: None,
+                measured_at: None,
+            },
+        }
+    }
+
+    /// Whether `settle` for `devices` finishes within a short while.
+    async fn settles(spool: &Spool, devices: &[DeviceUuid]) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), spool.settle(devices))
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_read_of_a_device_with_spooled_rows_waits_until_they_are_forwarded() {
+        let (events, inbox) = forward::inbox();
+        let spool = Spool::new(0, 0, events);
+        let device = DeviceUuid::generate();
+        spool.spooled(&[row(4, device), row(5, device)]);
+
+        assert!(!settles(&spool, &[device]).await, "waits while spooled");
+        assert!(
+            matches!(inbox.try_recv(), Ok(Event::Hurry)),
+            "and hurries the forwarder"
+        );
+        spool.forwarded(4, 1);
+        assert!(
+            !settles(&spool, &[device]).await,
+            "waits for every spooled row"
+        );
+        spool.forwarded(5, 1);
+        assert!(settles(&spool, &[device]).await);
+        assert_eq!(spool.backlog(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_read_of_devices_without_spooled_rows_never_waits() {
+        let (events, _inbox) = forward::inbox();
+        let spool = Spool::new(0, 0, events);
+        spool.spooled(&[row(7, DeviceUuid::generate())]);
+
+        assert!(settles(&spool, &[DeviceUuid::generate()]).await);
+        assert_eq!(spool.backlog(), 1);
+    }
+
+    #[tokio::test]
+    async fn every_read_waits_once_for_what_the_previous_run_left() {
+        let (events, _inbox) = forward::inbox();
+        let spool = Spool::new(3, 9, events);
+        let device = DeviceUuid::generate();
+
+        assert_eq!(spool.backlog(), 3);
+        assert!(!settles(&spool, &[device]).await);
+        spool.forwarded(9, 3);
+        assert!(settles(&spool, &[device]).await);
+        assert_eq!(spool.backlog(), 0);
     }
 }
