@@ -402,6 +402,45 @@ mod tests {
         ));
     }
 
+    fn questdb(flags: &[&str]) -> Option<QuestDbConfig> {
+        let pair = [
+            "--postgres-url",
+            "postgres://127.0.0.1/airq",
+            "--questdb-ilp",
+            "http::addr=127.0.0.1:9000;",
+            "--questdb-pg",
+            "postgres://admin:quest@127.0.0.1:8812/qdb",
+            "--data-dir",
+            "/var/lib/airq",
+        ];
+        let flags = std::iter::once("airq")
+            .chain(pair)
+            .chain(flags.iter().copied());
+        Config::from(ServeOnly::try_parse_from(flags).ok()?.serve).questdb
+    }
+
+    #[test]
+    fn the_spool_lives_in_the_data_dir_and_forwards_through_one_sender_unless_told() {
+        let direct = questdb(&[]).map(|config| (config.senders, config.spool.is_none()));
+        assert_eq!(direct, Some((crate::store::questdb::DEFAULT_SENDERS, true)));
+        let spooled = questdb(&["--questdb-spool"]);
+        assert_eq!(spooled.as_ref().map(|config| config.senders), Some(1));
+        assert_eq!(
+            spooled
+                .and_then(|config| config.spool)
+                .map(|spool| spool.data_dir),
+            Some(PathBuf::from("/var/lib/airq"))
+        );
+        let told = questdb(&["--questdb-spool", "--questdb-senders", "3"]);
+        assert_eq!(told.map(|config| config.senders), Some(3));
+    }
+
+    #[test]
+    fn the_spool_needs_questdb() {
+        let flags = ["airq", "--questdb-spool"];
+        assert!(ServeOnly::try_parse_from(flags).is_err());
+    }
+
     #[test]
     fn ttl_accepts_units_and_bare_seconds() {
         assert_eq!(parse_ttl("30d"), Ok(Duration::from_secs(30 * 86_400)));
