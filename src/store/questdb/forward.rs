@@ -7,7 +7,9 @@
 //! acknowledged, moves the spool's forwarded watermark through it (chunks are retired in order)
 //! and prunes the spool behind it. While QuestDB is slower than the uploads, fewer chunks finish
 //! and the next ones are larger: each ILP transaction costs QuestDB about the same whatever its
-//! size, so the batches grow until QuestDB keeps up.
+//! size, so the batches grow until QuestDB keeps up. For the same reason a chunk of fewer than
+//! [`FULL_CHUNK_ROWS`] waits up to [`LINGER`] for more — unless a read is waiting for its rows
+//! ([`Event::Hurry`]), so reads in this process never pay for the lingering.
 //!
 //! Why by device: of two rows with the same key, QuestDB keeps the one committed last. A device's
 //! rows always go through the same lane, in id order, so a re-sent reading replaces the earlier
