@@ -332,14 +332,7 @@ impl TestApp {
     /// and QuestDB table, with the configuration adjusted first (the first one's answers are
     /// checked against the document as in [`TestApp::stop`]).
     pub async fn restart(mut self, configure: impl FnOnce(&mut Config)) -> Self {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(server) = self.server.take() {
-            server.await.expect("the server task ends cleanly");
-        }
-        self.proxy.settle(Duration::from_secs(10)).await;
-        self.check_contract();
+        self.shut_down().await;
         let data_dir = std::mem::replace(
             &mut self.data_dir,
             tempfile::tempdir().expect("temporary data dir"),
@@ -354,6 +347,10 @@ impl TestApp {
     /// Stops the server and waits until it has drained and its last answers were relayed;
     /// panics if any answer drifted from the OpenAPI document.
     pub async fn stop(mut self) {
+        self.shut_down().await;
+    }
+
+    async fn shut_down(&mut self) {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
