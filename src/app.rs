@@ -125,7 +125,13 @@ impl Application {
         let (sinks, readings): (Vec<Box<dyn ReadingSink>>, Arc<dyn ReadingStore>) =
             match (&config.questdb, &postgres) {
                 (Some(questdb), Some((pool, _))) => {
-                    let opened = questdb::open(questdb, pool.clone()).await?;
+                    let opened = questdb::open(
+                        questdb,
+                        pool.clone(),
+                        &config.data_dir,
+                        config.sqlite_busy_timeout,
+                    )
+                    .await?;
                     if let Some(spool) = opened.spool {
                         metrics.sample_spool_backlog(move || spool.backlog());
                     }

@@ -15,7 +15,7 @@ pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::cors::CorsOrigins;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
-pub use crate::store::questdb::{QuestDbConfig, SpoolConfig, TableName};
+pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;
 pub use crate::telemetry::LogFormat;
 pub use crate::web::settings::MapSettings;
@@ -285,7 +285,7 @@ impl From<ServeArgs> for Config {
         };
         Self {
             listen: args.listen,
-            data_dir: args.data_dir.clone(),
+            data_dir: args.data_dir,
             postgres_url: args.postgres_url,
             questdb: match (args.questdb_ilp, args.questdb_pg) {
                 (Some(ilp), Some(pg)) => Some(QuestDbConfig {
@@ -300,10 +300,7 @@ impl From<ServeArgs> for Config {
                         },
                         usize::from,
                     ),
-                    spool: args.questdb_spool.then(|| SpoolConfig {
-                        data_dir: args.data_dir.clone(),
-                        busy_timeout: Duration::from_millis(args.sqlite_busy_timeout_ms),
-                    }),
+                    spool: args.questdb_spool,
                 }),
                 _ => None,
             },
@@ -410,8 +407,6 @@ mod tests {
             "http::addr=127.0.0.1:9000;",
             "--questdb-pg",
             "postgres://admin:quest@127.0.0.1:8812/qdb",
-            "--data-dir",
-            "/var/lib/airq",
         ];
         let flags = std::iter::once("airq")
             .chain(pair)
@@ -420,17 +415,14 @@ mod tests {
     }
 
     #[test]
-    fn the_spool_lives_in_the_data_dir_and_forwards_through_one_sender_unless_told() {
-        let direct = questdb(&[]).map(|config| (config.senders, config.spool.is_none()));
-        assert_eq!(direct, Some((crate::store::questdb::DEFAULT_SENDERS, true)));
-        let spooled = questdb(&["--questdb-spool"]);
-        assert_eq!(spooled.as_ref().map(|config| config.senders), Some(1));
+    fn the_spool_forwards_through_one_sender_unless_told() {
+        let direct = questdb(&[]).map(|config| (config.senders, config.spool));
         assert_eq!(
-            spooled
-                .and_then(|config| config.spool)
-                .map(|spool| spool.data_dir),
-            Some(PathBuf::from("/var/lib/airq"))
+            direct,
+            Some((crate::store::questdb::DEFAULT_SENDERS, false))
         );
+        let spooled = questdb(&["--questdb-spool"]).map(|config| (config.senders, config.spool));
+        assert_eq!(spooled, Some((1, true)));
         let told = questdb(&["--questdb-spool", "--questdb-senders", "3"]);
         assert_eq!(told.map(|config| config.senders), Some(3));
     }

@@ -74,7 +74,7 @@ impl TestTable {
             pg: self.pg.clone(),
             table: airq::config::TableName::parse(&self.name).expect("a valid table name"),
             senders: airq::store::questdb::DEFAULT_SENDERS,
-            spool: None,
+            spool: false,
         }
     }
 }
@@ -245,10 +245,7 @@ impl TestApp {
         config.questdb = questdb;
         if let (Pair::QuestDbSpool, Some(questdb)) = (crate::backend::PAIR, &mut config.questdb) {
             questdb.senders = airq::store::questdb::DEFAULT_SPOOL_SENDERS;
-            questdb.spool = Some(airq::config::SpoolConfig {
-                data_dir: data_dir.path().to_owned(),
-                busy_timeout: config.sqlite_busy_timeout,
-            });
+            questdb.spool = true;
         }
         // Rate limits are off unless a test turns them on in `configure`: many tests upload more
         // readings to one device, or read public routes more often, than the default bursts allow

@@ -27,6 +27,9 @@ mod sink;
 mod spool;
 mod visibility;
 
+use std::path::Path;
+use std::time::Duration;
+
 use deadpool_postgres::Pool;
 
 use super::{ReadingSink, StoreError};
@@ -67,18 +70,9 @@ pub struct QuestDbConfig {
     pub table: TableName,
     /// ILP/HTTP senders, each a batch writer lane: flushes in flight at once (at least 1).
     pub senders: usize,
-    /// Acknowledge uploads once they are in the local spool in this directory, not once QuestDB
-    /// has them; `None` writes straight to QuestDB.
-    pub spool: Option<SpoolConfig>,
-}
-
-/// Where the spool lives.
-#[derive(Debug, Clone)]
-pub struct SpoolConfig {
-    /// The data directory (the spool is its `ingest.db`).
-    pub data_dir: std::path::PathBuf,
-    /// How long its SQLite connections wait for a lock.
-    pub busy_timeout: std::time::Duration,
+    /// Acknowledge uploads once they are in the local spool (the data directory's `ingest.db`),
+    /// not once QuestDB has them.
+    pub spool: bool,
 }
 
 /// A QuestDB table name airq may splice into SQL: a letter or `_`, then letters, digits and `_`,
@@ -151,22 +145,28 @@ async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
 
 /// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one
 /// spool sink — (receipt ids from the PostgreSQL pool `ids`), the reads, sharing one
-/// [`Visibility`], and the spool when there is one (for `/metrics`).
-pub async fn open(config: &QuestDbConfig, ids: Pool) -> Result<Opened, StoreError> {
+/// [`Visibility`], and the spool when there is one (for `/metrics`). The spool lives in
+/// `data_dir`, its SQLite connections waiting `busy_timeout` for a lock.
+pub async fn open(
+    config: &QuestDbConfig,
+    ids: Pool,
+    data_dir: &Path,
+    busy_timeout: Duration,
+) -> Result<Opened, StoreError> {
     let reads = connect(config).await?;
     let visibility = Visibility::start(reads.clone(), &config.table);
-    let (sinks, spool): (Vec<Box<dyn ReadingSink>>, _) = match &config.spool {
-        Some(spool) => {
+    let (sinks, spool): (Vec<Box<dyn ReadingSink>>, _) = match config.spool {
+        true => {
             let lanes = forward::Lanes {
                 ilp: config.ilp.clone(),
                 table: config.table.clone(),
                 count: config.senders.max(1),
                 visibility: visibility.clone(),
             };
-            let (sink, spool) = SpoolSink::open(&spool.data_dir, spool.busy_timeout, ids, lanes)?;
+            let (sink, spool) = SpoolSink::open(data_dir, busy_timeout, ids, lanes)?;
             (vec![Box::new(sink)], Some(spool))
         }
-        None => {
+        false => {
             let sinks = (0..config.senders.max(1))
                 .map(|_| {
                     QuestDbSink::new(

@@ -37,6 +37,7 @@ use tokio::sync::watch;
 
 use super::forward::{self, Event, Forwarder, Lanes};
 use super::ids::IdBlocks;
+use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
 use crate::store::sqlite::IngestLog;
 use crate::store::{ReadingSink, StoreError};
@@ -49,9 +50,6 @@ pub(super) const MAX_BACKLOG: i64 = 1_000_000;
 const ROOM_WAIT: Duration = Duration::from_secs(10);
 /// How often an append held back by a full spool looks again.
 const ROOM_POLL: Duration = Duration::from_millis(5);
-/// Longest wait of a read for the forwarder; past it the read goes ahead without the rows still
-/// in the spool (they are durable either way) and a warning is logged.
-const FORWARD_WAIT: Duration = Duration::from_secs(2);
 /// How often the devices whose spooled rows are all forwarded are forgotten, at most.
 const FORGET_EVERY: Duration = Duration::from_millis(50);
 
@@ -135,7 +133,8 @@ impl Spool {
     }
 
     /// Waits until every row spooled for any of `devices` before this call (and whatever the
-    /// previous run left) is acknowledged by QuestDB, at most [`FORWARD_WAIT`].
+    /// previous run left) is acknowledged by QuestDB, at most as long as a read waits for
+    /// QuestDB's apply ([`wait_for_mark`]).
     pub async fn settle(&self, devices: &[DeviceUuid]) {
         let target = {
             let pending = self.lock();
@@ -145,20 +144,15 @@ impl Spool {
                 .copied()
                 .fold(self.shared.left_at_start, i64::max)
         };
-        let mut forwarded = self.shared.forwarded.subscribe();
-        if *forwarded.borrow() >= target {
-            return;
-        }
-        // The forwarder may be lingering for more rows; this read should not wait for them. (A
-        // failed send means it has stopped, and the wait below ends at its bound.)
-        let _ = self.shared.forwarder.send(Event::Hurry);
-        let waited = tokio::time::timeout(FORWARD_WAIT, forwarded.wait_for(|at| *at >= target));
-        if waited.await.is_err() {
-            tracing::warn!(
-                wait_ms = FORWARD_WAIT.as_millis() as u64,
-                "spooled readings have not reached QuestDB yet; reading without them"
-            );
-        }
+        wait_for_mark(
+            &self.shared.forwarded,
+            target,
+            // The forwarder may be lingering for more rows; this read should not wait for them.
+            // (A failed send means it has stopped, and the wait ends at its bound.)
+            || drop(self.shared.forwarder.send(Event::Hurry)),
+            "spooled readings have not reached QuestDB yet; reading without them",
+        )
+        .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {

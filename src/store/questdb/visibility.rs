@@ -117,18 +117,13 @@ impl Visibility {
         let Some(target) = target else {
             return;
         };
-        let mut applied = self.shared.applied.subscribe();
-        if *applied.borrow() >= target {
-            return;
-        }
-        self.shared.wake.notify_one();
-        let waited = tokio::time::timeout(VISIBILITY_WAIT, applied.wait_for(|at| *at >= target));
-        if waited.await.is_err() {
-            tracing::warn!(
-                wait_ms = VISIBILITY_WAIT.as_millis() as u64,
-                "QuestDB has not applied an acknowledged batch yet; reading without it"
-            );
-        }
+        wait_for_mark(
+            &self.shared.applied,
+            target,
+            || self.shared.wake.notify_one(),
+            "QuestDB has not applied an acknowledged batch yet; reading without it",
+        )
+        .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Acknowledged> {
@@ -137,6 +132,27 @@ impl Visibility {
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Waits until `mark` reaches `target`, at most [`VISIBILITY_WAIT`]; when it has not yet, first
+/// calls `nudge` (to wake whoever moves the mark). Past the bound the read goes ahead — what it
+/// waits for is durable either way — and `late` is logged. The one wait of a read, for QuestDB's
+/// apply here and for the spool's forwarder ([`super::Spool::settle`]).
+pub(super) async fn wait_for_mark<T: PartialOrd + Copy>(
+    mark: &watch::Sender<T>,
+    target: T,
+    nudge: impl FnOnce(),
+    late: &'static str,
+) {
+    let mut reached = mark.subscribe();
+    if *reached.borrow() >= target {
+        return;
+    }
+    nudge();
+    let waited = tokio::time::timeout(VISIBILITY_WAIT, reached.wait_for(|at| *at >= target));
+    if waited.await.is_err() {
+        tracing::warn!(wait_ms = VISIBILITY_WAIT.as_millis() as u64, "{late}");
     }
 }
 
