@@ -313,10 +313,12 @@ impl ReadingStore for SqliteReadings {
                         .execute([device.as_slice()])?;
                 }
                 transaction.commit()?;
+                // Under the writer lock, which the fold holds too: it takes its rows from memory,
+                // and must find this device's gone from there as from the log.
+                db.unfolded().forget_device(device);
                 Ok(())
             })
             .await?;
-        self.db.unfolded().forget_device(device);
         Ok(())
     }
 

@@ -1,8 +1,10 @@
 //! The fold: derives everything device-keyed from the appended rows, behind the uploads.
 //!
-//! A thread of its own folds the log rows past the watermark once [`FoldConfig::rows`] of them
-//! wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on the
-//! writer connection of `airq.db`, then prunes them from the log ([`IngestLog`](super::IngestLog));
+//! A thread of its own folds the appended rows past the watermark (taken from memory,
+//! [`Unfolded`], which holds each committed row until it is folded) once [`FoldConfig::rows`] of
+//! them wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on
+//! the writer connection of `airq.db`, then prunes them from the log
+//! ([`IngestLog`](super::IngestLog));
 //! appends go to the log meanwhile and never wait for a chunk. Folding many rows at once is
 //! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{folded_id, LoggedRow, FOLDED_ID, LOGGED_COLUMNS};
+use super::{folded_id, LoggedRow, Unfolded, FOLDED_ID};
 use crate::domain::Measure;
 use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
@@ -125,7 +127,8 @@ impl Drop for Folder {
 fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
     loop {
         let stopping = progress.stop.load(Ordering::Acquire);
-        match db.write_blocking(fold_chunk) {
+        let appended = progress.appended.load(Ordering::Acquire);
+        match db.write_blocking(|connection| fold_chunk(connection, db.unfolded(), appended)) {
             Ok(Some(Folded { through, devices })) => {
                 db.unfolded().forget_folded(through, devices);
                 progress.folded.store(through, Ordering::Release);
@@ -166,19 +169,19 @@ struct Folded {
     devices: Vec<[u8; 16]>,
 }
 
-/// Folds up to [`CHUNK`] rows past the watermark in one transaction, or answers `None` when
-/// there was nothing to fold.
-fn fold_chunk(connection: &mut Connection) -> Result<Option<Folded>, StoreError> {
+/// Folds the rows past the watermark, their ids spanning at most [`CHUNK`] and none past
+/// `appended`, in one transaction, or answers `None` when there was nothing to fold. The rows
+/// come from `unfolded`, which holds every committed row up to `appended` (the writer lock, held
+/// here and by a device's deletion, keeps a deleted device's rows out).
+fn fold_chunk(
+    connection: &mut Connection,
+    unfolded: &Unfolded,
+    appended: i64,
+) -> Result<Option<Folded>, StoreError> {
     let transaction = connection.transaction()?;
     let watermark = folded_id(&transaction)?;
-    let rows: Vec<LoggedRow> = transaction
-        .prepare_cached(&format!(
-            "SELECT {} FROM log.log WHERE id > ?1 ORDER BY id LIMIT ?2",
-            *LOGGED_COLUMNS
-        ))?
-        .query_map(params![watermark, CHUNK], LoggedRow::read)?
-        .collect::<Result<_, _>>()?;
-    let Some(last) = rows.last().map(|row| row.id) else {
+    let rows = unfolded.chunk(watermark, appended, CHUNK);
+    let Some(last) = rows.iter().map(|row| row.id).max() else {
         return Ok(None);
     };
     // The raw rows as they are, in one statement; replaced ones are deleted below like folded ones.

@@ -1,9 +1,10 @@
 //! The rows the fold has not reached yet, kept in memory by device.
 //!
-//! Reads merge these rows into what the fold derived ([`tail`](super::tail)). Scanning them in
-//! the database instead would cost every read time in proportion to the whole backlog; here a
-//! read copies only its own devices' rows, so the fold can run rarely and in large chunks (which
-//! is what makes it cheap) without slowing reads down.
+//! Reads merge these rows into what the fold derived ([`tail`](super::tail)), and the fold takes
+//! its chunks from here instead of reading the log back. Scanning them in the database instead
+//! would cost every read time in proportion to the whole backlog; here a read copies only its own
+//! devices' rows, so the fold can run rarely and in large chunks (which is what makes it cheap)
+//! without slowing reads down.
 //!
 //! The rules:
 //! - **Only committed rows are here.** The batch writer adds a batch after its commit, before it
@@ -77,6 +78,35 @@ impl Unfolded {
         }
     }
 
+    /// The fold's next chunk: the rows with the lowest ids past `after`, none past `appended`,
+    /// their ids spanning at most `ids` (the fold takes its rows from here rather than reading
+    /// the log back: measured, reading and decoding them was an eighth of the fold's time under
+    /// batch uploads). Complete up to `appended`, the highest id the sink reported: it adds a
+    /// batch here before reporting it. The span starts at the lowest id present, so ids that are
+    /// not here (a failed batch's, a deleted device's) never hold the fold back, however many.
+    pub(super) fn chunk(&self, after: i64, appended: i64, ids: i64) -> Vec<LoggedRow> {
+        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        fn past(rows: &[LoggedRow], after: i64) -> &[LoggedRow] {
+            &rows[rows.partition_point(|row| row.id <= after)..]
+        }
+        let Some(lowest) = inner
+            .by_device
+            .values()
+            .filter_map(|rows| past(rows, after).first())
+            .map(|row| row.id)
+            .min()
+        else {
+            return Vec::new();
+        };
+        let through = appended.min(lowest.saturating_add(ids - 1));
+        inner
+            .by_device
+            .values()
+            .flat_map(|rows| past(rows, after).iter().take_while(|row| row.id <= through))
+            .cloned()
+            .collect()
+    }
+
     /// Forgets every row of a deleted device.
     pub(crate) fn forget_device(&self, device: [u8; 16]) {
         self.write().by_device.remove(&device);
@@ -105,5 +135,46 @@ impl Unfolded {
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Measurements;
+
+    fn row(id: i64, device: u8) -> LoggedRow {
+        LoggedRow {
+            id,
+            device: [device; 16],
+            at: id,
+            keyed: false,
+            values: Measurements::default(),
+            location: None,
+        }
+    }
+
+    fn ids(rows: &[LoggedRow]) -> Vec<i64> {
+        let mut ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    #[test]
+    fn a_chunk_takes_the_lowest_ids_past_the_watermark_up_to_what_was_appended() {
+        let unfolded = Unfolded::default();
+        unfolded.add((1..=10).map(|id| row(id, (id % 3) as u8)));
+        assert_eq!(ids(&unfolded.chunk(2, 10, 4)), vec![3, 4, 5, 6]);
+        assert_eq!(ids(&unfolded.chunk(2, 4, 100)), vec![3, 4]);
+        assert!(unfolded.chunk(10, 10, 4).is_empty());
+    }
+
+    #[test]
+    fn a_deleted_devices_run_of_ids_longer_than_a_chunk_does_not_hold_the_fold_back() {
+        let unfolded = Unfolded::default();
+        unfolded.add((1..=100).map(|id| row(id, 1)));
+        unfolded.add([row(101, 2), row(102, 2)]);
+        unfolded.forget_device([1; 16]);
+        assert_eq!(ids(&unfolded.chunk(0, 102, 10)), vec![101, 102]);
     }
 }
