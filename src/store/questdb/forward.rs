@@ -346,9 +346,11 @@ impl Coordinator {
         });
         self.dispatched = last_id;
         self.waiting = self.waiting.saturating_sub(count);
-        if self.waiting == 0 {
-            self.waiting_since = None;
-        }
+        // What still counts as waiting was appended after this read (or is the notice of a row it
+        // already took): its linger starts now. Kept from the first append instead, the clock
+        // stayed past `LINGER` under a steady load and every chunk went at once, a few hundred
+        // rows each (measured: 30 transactions a second at 23,000 uploads a second).
+        self.waiting_since = (self.waiting > 0).then(Instant::now);
         true
     }
 }
