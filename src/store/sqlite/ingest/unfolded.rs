@@ -85,10 +85,11 @@ impl Unfolded {
     /// batch here before reporting it. The span starts at the lowest id present, so ids that are
     /// not here (a failed batch's, a deleted device's) never hold the fold back, however many.
     pub(super) fn chunk(&self, after: i64, appended: i64, ids: i64) -> Vec<LoggedRow> {
-        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        /// A device's rows past `after` (they are in id order).
         fn past(rows: &[LoggedRow], after: i64) -> &[LoggedRow] {
             &rows[rows.partition_point(|row| row.id <= after)..]
         }
+        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         let Some(lowest) = inner
             .by_device
             .values()
