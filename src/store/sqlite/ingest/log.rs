@@ -10,10 +10,10 @@
 //! The rules:
 //! - **Durable before acknowledged.** WAL with `synchronous = FULL`: an append returns after its
 //!   commit is synced, and only then are its uploads answered.
-//! - **A row leaves only once it is folded.** The fold reads the log through `airq.db`'s writer
-//!   connection (which attaches this file as `log`), copies the rows into `readings` with
-//!   everything it derives and the watermark in one transaction, commits, and only then prunes
-//!   the log through the watermark. A crash in between leaves rows in both files; those at or below
+//! - **A row leaves only once it is folded.** The fold copies the rows from the log into
+//!   `readings` through `airq.db`'s writer connection (which attaches this file as `log`), with
+//!   everything it derives (from the same rows, kept in memory until folded) and the watermark in
+//!   one transaction, commits, and only then prunes the log through the watermark. A crash in between leaves rows in both files; those at or below
 //!   the watermark are never read again and go with the next prune.
 //! - **Ids only grow.** An append does not write the next receipt id anywhere (one page fewer to
 //!   sync per commit, measured: an append dirtied about five pages): at start it is past the

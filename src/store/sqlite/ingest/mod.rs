@@ -4,8 +4,9 @@
 //! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`); the
 //! commit runs with `synchronous = FULL`, so once it returns the rows
 //! survive `kill -9` and power loss, and only then is the upload answered 201. Everything else is
-//! **folded** in behind, by a thread of its own, from the log rows past the `folded_id` counter,
-//! in large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
+//! **folded** in behind, by a thread of its own, from the rows past the `folded_id` counter (the
+//! raw rows copied from the log, everything else derived from the same rows kept in memory), in
+//! large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
 //! the quarter-hour, day and hour-of-day rollups, `device_latest`, and the replacement of a
 //! reading by a later one with the same (device, `measured_at`).
 //!
