@@ -294,6 +294,15 @@ pub(crate) fn device_bytes(device: crate::domain::DeviceUuid) -> [u8; 16] {
     device.as_uuid().into_bytes()
 }
 
+/// The `device` column at `index` as the 16 bytes it holds (`None` if it holds anything else),
+/// borrowed from the row rather than copied into a `Vec` first.
+pub(crate) fn read_device(
+    row: &rusqlite::Row<'_>,
+    index: usize,
+) -> rusqlite::Result<Option<[u8; 16]>> {
+    Ok(<[u8; 16]>::try_from(row.get_ref(index)?.as_blob()?).ok())
+}
+
 /// Binds `values` to the placeholders from `first` on, integers as integers.
 pub(crate) fn bind_values(
     statement: &mut rusqlite::CachedStatement<'_>,

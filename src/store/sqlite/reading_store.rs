@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::export_pages;
 use super::ingest::tail::Tail;
 use super::rollup::{hours_through, plan_reads, SlotSums};
-use super::{device_bytes, from_micros, read_values, to_micros, Sqlite};
+use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
@@ -214,7 +214,7 @@ impl ReadingStore for SqliteReadings {
             type Latest = (Option<(i64, f64, f64, String, i64, f64, f64)>, i64);
             let mut latest: HashMap<[u8; 16], Latest> = HashMap::new();
             let rows = statement.query_map([Rc::clone(devices)], |row| {
-                let device: Vec<u8> = row.get(0)?;
+                let device = read_device(row, 0)?.unwrap_or_default();
                 let located = match row.get::<_, Option<i64>>(1)? {
                     Some(at) => Some((
                         at,
@@ -231,7 +231,7 @@ impl ReadingStore for SqliteReadings {
             })?;
             for row in rows {
                 let (device, located, last_seen) = row?;
-                latest.insert(device.try_into().unwrap_or_default(), (located, last_seen));
+                latest.insert(device, (located, last_seen));
             }
             for row in &tail.rows {
                 let entry = latest.entry(row.device).or_insert((None, row.at));

@@ -30,7 +30,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::domain::measure::COUNT;
 use crate::domain::{DeviceUuid, Reading, ReadingId, StoredReading};
 use crate::store::sqlite::{
-    bind_values, connect, device_bytes, from_micros, lock, migrate, read_values, to_micros,
+    bind_values, connect, device_bytes, from_micros, lock, migrate, read_device, read_values,
+    to_micros,
 };
 use crate::store::{columns, StoreError};
 
@@ -229,9 +230,8 @@ impl LogReader {
 /// A row of [`READ_AFTER`] as the reading it was appended as.
 fn stored_reading(row: &rusqlite::Row<'_>) -> Result<StoredReading, StoreError> {
     let id: i64 = row.get(0)?;
-    let device: Vec<u8> = row.get(1)?;
-    let device = <[u8; 16]>::try_from(device.as_slice())
-        .map_err(|_| StoreError::Corrupt(format!("log row {id} names no device")))?;
+    let device = read_device(row, 1)?
+        .ok_or_else(|| StoreError::Corrupt(format!("log row {id} names no device")))?;
     let at = from_micros(row.get(2)?)?;
     let keyed = row.get::<_, i64>(3)? != 0;
     let values = read_values(row, 4)?;

@@ -34,7 +34,7 @@ use std::sync::LazyLock;
 
 use rusqlite::Row;
 
-use super::{device_bytes, read_values, to_micros};
+use super::{device_bytes, read_device, read_values, to_micros};
 use crate::domain::{Measurements, StoredReading};
 use crate::store::{columns, StoreError};
 
@@ -90,8 +90,7 @@ impl LoggedRow {
     }
 
     fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
-        // Borrowed, not a `Vec`: one allocation less for each of the fold's rows.
-        let device = <[u8; 16]>::try_from(row.get_ref(1)?.as_blob()?).unwrap_or_default();
+        let device = read_device(row, 1)?.unwrap_or_default();
         let values = read_values(row, 4)?;
         let next = 4 + crate::domain::measure::COUNT;
         let lat: Option<f64> = row.get(next)?;
