@@ -13,7 +13,7 @@
 //! What the crate guarantees:
 //! - **No acknowledged reading is lost.** Uploads go through one batch writer per process
 //!   ([`store::batch_writer`]); a 201 is sent only after the batch holding the reading is
-//!   committed, a failed batch is retried with the same ids (deduplicated) and then answered
+//!   committed and durable, a failed batch is retried with the same ids (deduplicated) and then answered
 //!   with 500 as a whole, and shutdown drains the writer before the process exits.
 //! - Every non-2xx response is an RFC 9457 problem, rendered in exactly one place
 //!   ([`http::error::ApiError`]); a 500 shows no internals, the log has the cause chain. The one

@@ -8,7 +8,9 @@
 //! and join the batch (up to `max_rows`) once one is free. Its rules:
 //!
 //! - **No acknowledgement before commit.** An upload gets its receipt only after its lane's sink
-//!   said the batch is durable; a 201 never stands for data that can still be lost.
+//!   said the batch is durable; a 201 never stands for data that can still be lost. A sink may
+//!   say so later than its write returns ([`ReadingSink::when_durable`]: the embedded store syncs
+//!   its log on a thread of its own), and the writer goes on with the next batch meanwhile.
 //! - **All or nothing.** A failed write is retried ([`BatchConfig::retries`], with doubling
 //!   backoff) by the same lane with the same ids, so a retry never duplicates; if it keeps
 //!   failing, every upload of the batch is answered with [`WriteError::Failed`] and nothing of it
@@ -29,7 +31,8 @@
 //! one lane per ILP sender.
 //!
 //! On `/metrics` it reports the readings waiting for it, each committed batch's size and commit
-//! time, failed batches and retried writes.
+//! time (up to the write's return: a sync behind it is not counted), failed batches and retried
+//! writes.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -371,14 +374,20 @@ async fn flush(
                     "slow batch flush"
                 );
             }
-            let mut receipts = rows.iter().map(|row| Receipt {
-                id: row.id,
-                at: row.at,
-            });
-            for (reply, taken) in replies {
-                // An upload whose client went away no longer listens; its rows are stored all the same.
-                let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
-            }
+            let receipts: Vec<Receipt> = rows
+                .iter()
+                .map(|row| Receipt {
+                    id: row.id,
+                    at: row.at,
+                })
+                .collect();
+            sink.when_durable(Box::new(move || {
+                let mut receipts = receipts.into_iter();
+                for (reply, taken) in replies {
+                    // An upload whose client went away no longer listens; its rows are stored all the same.
+                    let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
+                }
+            }));
         }
         Err(error) => {
             metrics.batch_failed();

@@ -64,6 +64,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A store's file could not be opened or synced.
+    #[error("file {path}")]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A thread of a store could not be started.
     #[error("starting a store thread")]
     Thread(#[source] std::io::Error),
@@ -144,9 +153,17 @@ pub trait ReadingSink: Send + std::fmt::Debug + 'static {
     /// handed out twice, not even after a failed write.
     async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError>;
 
-    /// Writes the batch as one transaction: after `Ok` every row is durable, after `Err` none is
-    /// visible. Writing the same rows again (a retry) must not duplicate them.
+    /// Writes the batch as one transaction: after `Ok` every row is committed, durable once
+    /// [`when_durable`](Self::when_durable) says so; after `Err` none is visible. Writing the
+    /// same rows again (a retry) must not duplicate them.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError>;
+
+    /// Runs `then` once every batch written so far is durable: at once (the default) for a sink
+    /// whose commits are durable when they return; later, on a thread of the sink's, for one that
+    /// syncs behind its commits so that the next batch is written meanwhile.
+    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
+        then();
+    }
 }
 
 /// The read side of reading storage. Every method takes the devices to look at, already checked

@@ -158,12 +158,6 @@ impl Forwarder {
             coordinator: Some(coordinator),
         })
     }
-
-    /// Tells the coordinator a batch of `rows` was appended.
-    pub(super) fn appended(&self, rows: usize) {
-        // Fails only once the coordinator has stopped, when nothing is left to wake.
-        let _ = self.events.send(Event::Appended(rows));
-    }
 }
 
 impl Drop for Forwarder {

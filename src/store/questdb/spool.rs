@@ -10,8 +10,8 @@
 //! acknowledged it.
 //!
 //! The rules:
-//! - **Durable before acknowledged.** A 201 means the reading is committed to the spool with
-//!   `synchronous = FULL`: it survives `kill -9` and a power loss of this host (on storage that
+//! - **Durable before acknowledged.** A 201 means the reading is committed to the spool and the
+//!   spool synced behind it ([`GroupSync`]): it survives `kill -9` and a power loss of this host (on storage that
 //!   honours fsync) and reaches QuestDB later, also when QuestDB was down when it was taken in.
 //! - **A row leaves the spool only once QuestDB acknowledged it.** A crash before that sends it
 //!   again at the next start; QuestDB's deduplication on `(at, device, dedup)` makes the second
@@ -39,7 +39,7 @@ use super::forward::{self, Event, Forwarder, Lanes};
 use super::ids::IdBlocks;
 use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
-use crate::store::sqlite::IngestLog;
+use crate::store::sqlite::{GroupSync, IngestLog};
 use crate::store::{ReadingSink, StoreError};
 
 /// Spooled rows QuestDB has not acknowledged after which the sink holds appends back. On disk,
@@ -95,17 +95,19 @@ impl Spool {
         }
     }
 
-    /// Records an appended batch (before its uploads are answered).
-    fn spooled(&self, batch: &[StoredReading]) {
+    /// Records a synced batch, by device and id (before its uploads are answered), and tells the
+    /// forwarder.
+    fn spooled(&self, batch: &[(DeviceUuid, i64)]) {
         let mut pending = self.lock();
-        for row in batch {
-            let id = i64::try_from(row.id.get()).unwrap_or(i64::MAX);
-            pending.by_device.insert(row.device, id);
+        for &(device, id) in batch {
+            pending.by_device.insert(device, id);
         }
         drop(pending);
         self.shared
             .appended_rows
             .fetch_add(batch.len() as i64, Ordering::Relaxed);
+        // Fails only once the forwarder has stopped, when nothing is left to wake.
+        let _ = self.shared.forwarder.send(Event::Appended(batch.len()));
     }
 
     /// Records that QuestDB acknowledged `rows` more rows and every row through id `through`.
@@ -171,7 +173,13 @@ pub struct SpoolSink {
     log: Arc<IngestLog>,
     ids: IdBlocks,
     spool: Spool,
-    forwarder: Forwarder,
+    /// Dropped before the forwarder, so that it forwards every synced batch before it stops.
+    sync: GroupSync,
+    /// Held for its drop, which forwards what is left and stops it.
+    _forwarder: Forwarder,
+    /// The last write's rows by device and id, until [`ReadingSink::when_durable`] hands them to
+    /// the sync.
+    committed: Vec<(DeviceUuid, i64)>,
 }
 
 impl SpoolSink {
@@ -199,12 +207,15 @@ impl SpoolSink {
         let inbox = forward::inbox();
         let spool = Spool::new(rows, highest, inbox.0.clone());
         let forwarder = Forwarder::start(Arc::clone(&log), reader, spool.clone(), lanes, inbox)?;
+        let sync = GroupSync::start(log.wal()?)?;
         Ok((
             Self {
                 log,
                 ids: IdBlocks::new(ids)?,
                 spool: spool.clone(),
-                forwarder,
+                sync,
+                _forwarder: forwarder,
+                committed: Vec::new(),
             },
             spool,
         ))
@@ -229,37 +240,34 @@ impl ReadingSink for SpoolSink {
         self.ids.allocate(count).await
     }
 
-    /// Blocks the writer's thread for the append and its sync; nothing else runs there.
+    /// Blocks the writer's thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await?;
         self.log.append(batch)?;
-        self.spool.spooled(batch);
-        self.forwarder.appended(batch.len());
+        self.committed = batch
+            .iter()
+            .map(|row| (row.device, i64::try_from(row.id.get()).unwrap_or(i64::MAX)))
+            .collect();
         Ok(())
+    }
+
+    /// Once synced, the batch counts as spooled (reads of its devices wait for it) and the
+    /// forwarder hears of it, before `then` answers its uploads.
+    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
+        let committed = std::mem::take(&mut self.committed);
+        let spool = self.spool.clone();
+        self.sync.committed(Box::new(move || {
+            if !committed.is_empty() {
+                spool.spooled(&committed);
+            }
+            then();
+        }));
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
-
     use super::*;
-    use crate::domain::{Measurements, Reading};
-
-    fn row(id: u64, device: DeviceUuid) -> StoredReading {
-        StoredReading {
-            id: ReadingId::new(id).unwrap_or_else(|| unreachable!("ids from 1")),
-            device,
-            at: Utc::now(),
-            reading: Reading {
-                values: Measurements::default(),
-                pms_provider: "PMS5003".into(),
-                temperature_provider: "DHT22".into(),
-                location: None,
-                measured_at: None,
-            },
-        }
-    }
 
     /// Whether `settle` for `devices` finishes within a short while.
     async fn settles(spool: &Spool, devices: &[DeviceUuid]) -> bool {
@@ -273,7 +281,11 @@ mod tests {
         let (events, inbox) = forward::inbox();
         let spool = Spool::new(0, 0, events);
         let device = DeviceUuid::generate();
-        spool.spooled(&[row(4, device), row(5, device)]);
+        spool.spooled(&[(device, 4), (device, 5)]);
+        assert!(
+            matches!(inbox.try_recv(), Ok(Event::Appended(2))),
+            "the forwarder hears of the batch"
+        );
 
         assert!(!settles(&spool, &[device]).await, "waits while spooled");
         assert!(
@@ -294,7 +306,7 @@ mod tests {
     async fn a_read_of_devices_without_spooled_rows_never_waits() {
         let (events, _inbox) = forward::inbox();
         let spool = Spool::new(0, 0, events);
-        spool.spooled(&[row(7, DeviceUuid::generate())]);
+        spool.spooled(&[(DeviceUuid::generate(), 7)]);
 
         assert!(settles(&spool, &[DeviceUuid::generate()]).await);
         assert_eq!(spool.backlog(), 1);

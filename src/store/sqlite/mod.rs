@@ -3,7 +3,9 @@
 //! moves them into the first.
 //!
 //! Both files run in WAL mode with `synchronous = FULL`, so a committed transaction survives a
-//! crash or a power loss: the batch writer acknowledges an upload only after its commit. Each file
+//! crash or a power loss — except the log's appends, which are synced behind their commit by a
+//! thread of their own ([`ingest`]); the batch writer acknowledges an upload only after that
+//! sync. Each file
 //! has one writer connection (SQLite allows one writer at a time anyway, and a single connection
 //! means our own writers never meet `SQLITE_BUSY`; `airq.db`'s attaches the log, for the fold),
 //! and `airq.db` a pool of readers, which WAL lets run beside it. Checkpoints (copying the WAL
@@ -31,7 +33,7 @@ use super::StoreError;
 
 pub use device_store::SqliteDevices;
 pub use ingest::{FoldConfig, SqliteReadingSink};
-pub(crate) use ingest::{IngestLog, LogReader};
+pub(crate) use ingest::{GroupSync, IngestLog, LogReader};
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each

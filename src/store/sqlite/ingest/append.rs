@@ -1,4 +1,5 @@
-//! The batch writer's sink: appends raw rows to the ingestion log and nothing else.
+//! The batch writer's sink: appends raw rows to the ingestion log and nothing else; once the
+//! group sync has made them durable they join the unfolded rows and the fold hears of them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use async_trait::async_trait;
 
 use super::fold::{FoldConfig, Folder};
 use super::log;
+use super::sync::GroupSync;
 use super::{folded_id, LoggedRow, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::sqlite::Sqlite;
@@ -21,8 +23,13 @@ const BACKLOG_POLL: Duration = Duration::from_millis(5);
 pub struct SqliteReadingSink {
     db: Arc<Sqlite>,
     next_id: u64,
+    /// Dropped before the fold, so that the fold's last round finds every synced batch.
+    sync: GroupSync,
     folder: Folder,
     fold_rows: i64,
+    /// The rows of the last write and its highest id, until [`ReadingSink::when_durable`] hands
+    /// them to the sync.
+    committed: Option<(Vec<LoggedRow>, i64)>,
 }
 
 impl SqliteReadingSink {
@@ -34,11 +41,14 @@ impl SqliteReadingSink {
                 .max(folded_id(connection)? + 1))
         })?;
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
+        let sync = GroupSync::start(db.log().wal()?)?;
         Ok(Self {
             db,
             next_id: u64::try_from(next_id).unwrap_or(1),
+            sync,
             folder,
             fold_rows: fold.rows.max(1),
+            committed: None,
         })
     }
 
@@ -74,17 +84,28 @@ impl ReadingSink for SqliteReadingSink {
             .collect()
     }
 
-    /// Blocks the writer thread for the append; nothing else runs there.
+    /// Blocks the writer thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await;
         let next_id = i64::try_from(self.next_id).unwrap_or(i64::MAX);
         self.db.log().append(batch)?;
-        self.db.unfolded().add(batch.iter().map(LoggedRow::of));
-        self.folder.appended(next_id - 1);
-        if self.backlog() >= self.fold_rows {
-            self.folder.wake();
-        }
+        self.committed = Some((batch.iter().map(LoggedRow::of).collect(), next_id - 1));
         Ok(())
+    }
+
+    /// Once synced, the rows join the unfolded ones (reads and the fold see them from then on),
+    /// before `then` answers their uploads.
+    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
+        let committed = self.committed.take();
+        let db = Arc::clone(&self.db);
+        let fold = self.folder.notices(self.fold_rows);
+        self.sync.committed(Box::new(move || {
+            if let Some((rows, through)) = committed {
+                db.unfolded().add(rows);
+                fold.appended(through);
+            }
+            then();
+        }));
     }
 }
 

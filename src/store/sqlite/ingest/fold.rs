@@ -48,7 +48,7 @@ const RETRY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 struct Progress {
     folded: AtomicI64,
-    /// The highest committed receipt id, as the sink last reported it.
+    /// The highest receipt id appended, synced and added to memory, as the sink last reported it.
     appended: AtomicI64,
     stop: AtomicBool,
 }
@@ -89,9 +89,13 @@ impl Folder {
         self.progress.folded.load(Ordering::Acquire)
     }
 
-    /// Records that rows up to receipt id `id` are committed.
-    pub(super) fn appended(&self, id: i64) {
-        self.progress.appended.fetch_max(id, Ordering::AcqRel);
+    /// What tells the fold, from any thread, of rows appended, waking it once `rows` wait.
+    pub(super) fn notices(&self, rows: i64) -> FoldNotices {
+        FoldNotices {
+            progress: Arc::clone(&self.progress),
+            thread: self.thread.as_ref().map(|thread| thread.thread().clone()),
+            rows,
+        }
     }
 
     /// Reads the rows waiting for the fold (ids of failed batches count too: an upper bound),
@@ -108,6 +112,27 @@ impl Folder {
     pub(super) fn wake(&self) {
         if let Some(thread) = &self.thread {
             thread.thread().unpark();
+        }
+    }
+}
+
+/// Tells the fold of appended rows ([`Folder::notices`]).
+#[derive(Debug)]
+pub(super) struct FoldNotices {
+    progress: Arc<Progress>,
+    thread: Option<std::thread::Thread>,
+    rows: i64,
+}
+
+impl FoldNotices {
+    /// Records that rows up to receipt id `id` are durable and in memory, and wakes the fold if
+    /// enough of them wait.
+    pub(super) fn appended(&self, id: i64) {
+        self.progress.appended.fetch_max(id, Ordering::AcqRel);
+        if id - self.progress.folded.load(Ordering::Acquire) >= self.rows {
+            if let Some(thread) = &self.thread {
+                thread.unpark();
+            }
         }
     }
 }

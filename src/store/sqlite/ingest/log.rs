@@ -8,8 +8,13 @@
 //! its sync, never for the fold.
 //!
 //! The rules:
-//! - **Durable before acknowledged.** WAL with `synchronous = FULL`: an append returns after its
-//!   commit is synced, and only then are its uploads answered.
+//! - **Durable before acknowledged.** WAL with `synchronous = NORMAL` on the appending
+//!   connection: an append returns after its commit, unsynced; its uploads are answered only once
+//!   a [`GroupSync`](super::sync::GroupSync) on [`IngestLog::wal`] has synced the WAL behind it,
+//!   so the next batch is appended while this one syncs. (NORMAL still syncs around every
+//!   checkpoint, so the file stays consistent across power loss.) Everything else this
+//!   connection commits (prunes) needs no sync of its own, except a device's deletion, which is
+//!   synced before it returns.
 //! - **A row leaves only once it is folded.** The fold copies the rows from the log into
 //!   `readings` through `airq.db`'s writer connection (which attaches this file as `log`), with
 //!   everything it derives (from the same rows, kept in memory until folded) and the watermark in
@@ -20,6 +25,7 @@
 //!   highest id of both files and past the fold's watermark, which covers every pruned row. Only
 //!   deleting a device can take the highest ids away, so that moves the counter past them first.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
@@ -90,6 +96,8 @@ pub(crate) struct IngestLog {
     path: PathBuf,
     busy_timeout: Duration,
     writer: Mutex<Connection>,
+    /// The writer's WAL file, for syncing what it commits, and its path.
+    wal: (File, PathBuf),
 }
 
 impl IngestLog {
@@ -102,10 +110,31 @@ impl IngestLog {
         let mut writer = connect(&path, busy_timeout)?;
         migrate(&mut writer, SCHEMA)?;
         writer.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
+        writer.pragma_update(None, "synchronous", "NORMAL")?;
+        // The connection has read the file, so its WAL exists (SQLite opens it at the first read
+        // and keeps it until the last connection closes).
+        let wal_path = data_dir.join(format!("{}-wal", Self::FILE));
+        let wal = File::options()
+            .read(true)
+            .write(true)
+            .open(&wal_path)
+            .map_err(|source| StoreError::File {
+                path: wal_path.clone(),
+                source,
+            })?;
         Ok(Self {
             path,
             busy_timeout,
             writer: Mutex::new(writer),
+            wal: (wal, wal_path),
+        })
+    }
+
+    /// A handle of the log's WAL file, for a [`GroupSync`](super::sync::GroupSync) to sync.
+    pub(crate) fn wal(&self) -> Result<File, StoreError> {
+        self.wal.0.try_clone().map_err(|source| StoreError::File {
+            path: self.wal.1.clone(),
+            source,
         })
     }
 
@@ -122,7 +151,8 @@ impl IngestLog {
         })
     }
 
-    /// Appends `batch` in one synced transaction.
+    /// Appends `batch` in one transaction, committed but not synced: durable only once the WAL
+    /// is synced after this returns.
     pub(crate) fn append(&self, batch: &[StoredReading]) -> Result<(), StoreError> {
         let mut writer = lock(&self.writer);
         let transaction = writer.transaction()?;
@@ -176,6 +206,11 @@ impl IngestLog {
             .prepare_cached("DELETE FROM log WHERE device = ?1")?
             .execute([device.as_slice()])?;
         transaction.commit()?;
+        // Durable before the device's folded readings go, or a power loss could bring these back.
+        self.wal.0.sync_data().map_err(|source| StoreError::File {
+            path: self.wal.1.clone(),
+            source,
+        })?;
         Ok(())
     }
 }

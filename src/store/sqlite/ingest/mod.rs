@@ -1,9 +1,10 @@
 //! Append first, index behind: how the embedded store takes readings in.
 //!
 //! The batch writer's commit only **appends** the raw rows to the ingestion log ([`IngestLog`],
-//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`); the
-//! commit runs with `synchronous = FULL`, so once it returns the rows
-//! survive `kill -9` and power loss, and only then is the upload answered 201. Everything else is
+//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`); a
+//! thread of its own then syncs the log ([`GroupSync`]) while the writer appends the next batch,
+//! and only once that sync is done do the rows survive `kill -9` and power loss, become visible,
+//! and is the upload answered 201. Everything else is
 //! **folded** in behind, by a thread of its own, from the rows past the `folded_id` counter (the
 //! raw rows copied from the log, everything else derived from the same rows kept in memory), in
 //! large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
@@ -11,7 +12,8 @@
 //! reading by a later one with the same (device, `measured_at`).
 //!
 //! The rules:
-//! - **Nothing acknowledged is lost.** A row is committed to the log before its 201; the fold
+//! - **Nothing acknowledged is lost.** A row is committed and synced to the log before its 201
+//!   (and before reads or the fold see it); the fold
 //!   moves the watermark in the same transaction as the rows it copied and what it derived, and
 //!   prunes the log only after that commit, so a crash anywhere leaves either the row unfolded in
 //!   the log (folded at the next start) or folded and counted once.
@@ -27,6 +29,7 @@
 mod append;
 mod fold;
 mod log;
+mod sync;
 pub(super) mod tail;
 mod unfolded;
 
@@ -41,6 +44,7 @@ use crate::store::{columns, StoreError};
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
 pub(crate) use log::{IngestLog, LogReader};
+pub(crate) use sync::GroupSync;
 pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while

@@ -7,8 +7,9 @@
 //! without slowing reads down.
 //!
 //! The rules:
-//! - **Only committed rows are here.** The batch writer adds a batch after its commit, before it
-//!   answers the uploads, so a read after a 201 finds the reading.
+//! - **Only durable rows are here.** A batch is added once its commit is synced, before its
+//!   uploads are answered, so a read after a 201 finds the reading and no read finds one that a
+//!   power loss could still take away.
 //! - **A row leaves only once it is folded.** The fold forgets rows after committing their fold,
 //!   and never while a read is between taking its snapshot's watermark and copying rows: such a
 //!   read holds the read lock, so it sees every row past its watermark, either folded in its
