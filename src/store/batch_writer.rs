@@ -30,9 +30,8 @@
 //! embedded store has one sink (one SQLite writer), written on the gathering thread itself, QuestDB
 //! one lane per ILP sender.
 //!
-//! On `/metrics` it reports the readings waiting for it, each committed batch's size and commit
-//! time (up to the write's return: a sync behind it is not counted), failed batches and retried
-//! writes.
+//! On `/metrics` it reports the readings waiting for it, each committed batch's size and the time
+//! until it was durable, failed batches and retried writes.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -244,7 +243,7 @@ async fn gather(
     mut queue: mpsc::Receiver<Pending>,
     mut dispatch: Dispatch,
     config: BatchConfig,
-    metrics: &ServerMetrics,
+    metrics: &Arc<ServerMetrics>,
 ) {
     let max_rows = config.max_rows.max(1);
     let mut open = true;
@@ -334,7 +333,7 @@ async fn flush(
     sink: &mut dyn ReadingSink,
     batch: &mut Vec<Pending>,
     config: &BatchConfig,
-    metrics: &ServerMetrics,
+    metrics: &Arc<ServerMetrics>,
 ) {
     let started = std::time::Instant::now();
     let count = batch.iter().map(|pending| pending.readings.len()).sum();
@@ -365,15 +364,6 @@ async fn flush(
     };
     match outcome {
         Ok(rows) => {
-            let elapsed = started.elapsed();
-            metrics.batch_committed(rows.len(), elapsed);
-            if elapsed > SLOW_FLUSH {
-                tracing::warn!(
-                    elapsed_ms = elapsed.as_millis() as u64,
-                    rows = rows.len(),
-                    "slow batch flush"
-                );
-            }
             let receipts: Vec<Receipt> = rows
                 .iter()
                 .map(|row| Receipt {
@@ -381,7 +371,18 @@ async fn flush(
                     at: row.at,
                 })
                 .collect();
+            let metrics = Arc::clone(metrics);
             sink.when_durable(Box::new(move || {
+                // Up to durability: every upload of the batch waited that long.
+                let elapsed = started.elapsed();
+                metrics.batch_committed(receipts.len(), elapsed);
+                if elapsed > SLOW_FLUSH {
+                    tracing::warn!(
+                        elapsed_ms = elapsed.as_millis() as u64,
+                        rows = receipts.len(),
+                        "slow batch flush"
+                    );
+                }
                 let mut receipts = receipts.into_iter();
                 for (reply, taken) in replies {
                     // An upload whose client went away no longer listens; its rows are stored all the same.
