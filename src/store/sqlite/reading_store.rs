@@ -293,7 +293,7 @@ impl ReadingStore for SqliteReadings {
         let db = Arc::clone(&self.db);
         self.db
             .write(move |connection| {
-                db.log().forget_device(device)?;
+                let logged_through = db.log().forget_device(device)?;
                 let transaction = connection.transaction()?;
                 transaction
                     .prepare_cached(
@@ -314,8 +314,9 @@ impl ReadingStore for SqliteReadings {
                 }
                 transaction.commit()?;
                 // Under the writer lock, which the fold holds too: it takes its rows from memory,
-                // and must find this device's gone from there as from the log.
-                db.unfolded().forget_device(device);
+                // and must find this device's gone from there as from the log (also those still
+                // syncing, which join the memory later).
+                db.unfolded().forget_device(device, logged_through);
                 Ok(())
             })
             .await?;

@@ -191,10 +191,14 @@ impl IngestLog {
 
     /// Deletes every row of a deleted device (before its folded readings go, so the fold
     /// cannot bring any back), first moving the id counter past the log's highest id, which may
-    /// be among them.
-    pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<(), StoreError> {
+    /// be among them; answers that highest id, the last one committed (rows not synced yet are
+    /// still in the log: only folded rows are pruned).
+    pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<i64, StoreError> {
         let mut writer = lock(&self.writer);
         let transaction = writer.transaction()?;
+        let highest: i64 = transaction
+            .prepare_cached("SELECT coalesce(max(id), 0) FROM log")?
+            .query_row([], |row| row.get(0))?;
         transaction
             .prepare_cached(
                 "INSERT INTO counters (name, value) \
@@ -211,7 +215,7 @@ impl IngestLog {
             path: self.wal.1.clone(),
             source,
         })?;
-        Ok(())
+        Ok(highest)
     }
 }
 

@@ -36,6 +36,12 @@ struct Inner {
     by_device: HashMap<[u8; 16], Vec<LoggedRow>>,
     /// The highest id the fold has folded: rows up to it are never added again.
     folded: i64,
+    /// The highest id added so far (rows come in id order).
+    added: i64,
+    /// Deleted devices whose rows up to an id may still be on their way here: committed to the
+    /// log before the deletion took them out again, and not synced yet. Kept until a later id
+    /// has been added.
+    forgotten: HashMap<[u8; 16], i64>,
 }
 
 impl Unfolded {
@@ -56,13 +62,24 @@ impl Unfolded {
         Ok(unfolded)
     }
 
-    /// Adds committed rows (in id order).
+    /// Adds durable rows (in id order), except those a device's deletion took out of the log
+    /// after their commit.
     pub(super) fn add(&self, rows: impl IntoIterator<Item = LoggedRow>) {
         let mut inner = self.write();
-        let folded = inner.folded;
-        for row in rows.into_iter().filter(|row| row.id > folded) {
+        let inner = &mut *inner;
+        for row in rows.into_iter().filter(|row| row.id > inner.folded) {
+            inner.added = inner.added.max(row.id);
+            if inner
+                .forgotten
+                .get(&row.device)
+                .is_some_and(|&through| row.id <= through)
+            {
+                continue;
+            }
             inner.by_device.entry(row.device).or_default().push(row);
         }
+        let added = inner.added;
+        inner.forgotten.retain(|_, through| *through > added);
     }
 
     /// Forgets the rows of `devices` up to `folded`, which the fold has just committed.
@@ -109,9 +126,15 @@ impl Unfolded {
             .collect()
     }
 
-    /// Forgets every row of a deleted device.
-    pub(crate) fn forget_device(&self, device: [u8; 16]) {
-        self.write().by_device.remove(&device);
+    /// Forgets every row of a deleted device, also those with ids up to `through` (the highest
+    /// id the log held when the device's rows were deleted from it) that are added later: they
+    /// were committed before that deletion and synced after it.
+    pub(crate) fn forget_device(&self, device: [u8; 16], through: i64) {
+        let mut inner = self.write();
+        inner.by_device.remove(&device);
+        if through > inner.added {
+            inner.forgotten.insert(device, through);
+        }
     }
 
     /// The unfolded rows of `devices` as of `connection`'s read transaction (whose first read
@@ -176,7 +199,18 @@ mod tests {
         let unfolded = Unfolded::default();
         unfolded.add((1..=100).map(|id| row(id, 1)));
         unfolded.add([row(101, 2), row(102, 2)]);
-        unfolded.forget_device([1; 16]);
+        unfolded.forget_device([1; 16], 102);
         assert_eq!(ids(&unfolded.chunk(0, 102, 10)), vec![101, 102]);
+    }
+
+    #[test]
+    fn rows_of_a_deleted_device_committed_before_its_deletion_and_synced_after_stay_out() {
+        let unfolded = Unfolded::default();
+        unfolded.add([row(1, 1), row(2, 2)]);
+        // The log held ids up to 4 when the device's rows left it; 3 and 4 were still syncing.
+        unfolded.forget_device([1; 16], 4);
+        unfolded.add([row(3, 1), row(4, 2)]);
+        unfolded.add([row(5, 1)]);
+        assert_eq!(ids(&unfolded.chunk(0, 5, 10)), vec![2, 4, 5]);
     }
 }
