@@ -264,8 +264,22 @@ fn attach_log(connection: &Connection, log: &ingest::IngestLog) -> Result<(), St
 }
 
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    connect_with_pages(path, busy_timeout, None)
+}
+
+/// [`connect`], giving a database created by this call pages of `page_bytes` (an existing one
+/// keeps its own: SQLite fixes the page size when it writes the first page, here at switching to
+/// WAL).
+fn connect_with_pages(
+    path: &Path,
+    busy_timeout: Duration,
+    page_bytes: Option<i64>,
+) -> Result<Connection, StoreError> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(busy_timeout)?;
+    if let Some(bytes) = page_bytes {
+        connection.pragma_update(None, "page_size", bytes)?;
+    }
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
