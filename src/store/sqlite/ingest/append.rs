@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::fold::{FoldConfig, Folder};
+use super::fold::{FoldConfig, FoldNotices, Folder};
 use super::log;
 use super::sync::GroupSync;
 use super::{folded_id, LoggedRow, MAX_BACKLOG};
@@ -26,7 +26,8 @@ pub struct SqliteReadingSink {
     /// Dropped before the fold, so that the fold's last round finds every synced batch.
     sync: GroupSync,
     folder: Folder,
-    fold_rows: i64,
+    /// Tells the fold of synced rows, from the sync's thread.
+    fold_notices: Arc<FoldNotices>,
     /// The rows of the last write and its highest id, until [`ReadingSink::when_durable`] hands
     /// them to the sync.
     committed: Option<(Vec<LoggedRow>, i64)>,
@@ -42,12 +43,13 @@ impl SqliteReadingSink {
         })?;
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
         let sync = GroupSync::start(db.log().wal()?)?;
+        let fold_notices = Arc::new(folder.notices(fold.rows.max(1)));
         Ok(Self {
             db,
             next_id: u64::try_from(next_id).unwrap_or(1),
             sync,
             folder,
-            fold_rows: fold.rows.max(1),
+            fold_notices,
             committed: None,
         })
     }
@@ -98,7 +100,7 @@ impl ReadingSink for SqliteReadingSink {
     fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
         let committed = self.committed.take();
         let db = Arc::clone(&self.db);
-        let fold = self.folder.notices(self.fold_rows);
+        let fold = Arc::clone(&self.fold_notices);
         self.sync.committed(Box::new(move || {
             if let Some((rows, through)) = committed {
                 db.unfolded().add(rows);
