@@ -372,23 +372,26 @@ async fn flush(
                 })
                 .collect();
             let metrics = Arc::clone(metrics);
-            sink.when_durable(Box::new(move || {
-                // Up to durability: every upload of the batch waited that long.
-                let elapsed = started.elapsed();
-                metrics.batch_committed(receipts.len(), elapsed);
-                if elapsed > SLOW_FLUSH {
-                    tracing::warn!(
-                        elapsed_ms = elapsed.as_millis() as u64,
-                        rows = receipts.len(),
-                        "slow batch flush"
-                    );
-                }
-                let mut receipts = receipts.into_iter();
-                for (reply, taken) in replies {
-                    // An upload whose client went away no longer listens; its rows are stored all the same.
-                    let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
-                }
-            }));
+            sink.when_durable(
+                &rows,
+                Box::new(move || {
+                    // Up to durability: every upload of the batch waited that long.
+                    let elapsed = started.elapsed();
+                    metrics.batch_committed(receipts.len(), elapsed);
+                    if elapsed > SLOW_FLUSH {
+                        tracing::warn!(
+                            elapsed_ms = elapsed.as_millis() as u64,
+                            rows = receipts.len(),
+                            "slow batch flush"
+                        );
+                    }
+                    let mut receipts = receipts.into_iter();
+                    for (reply, taken) in replies {
+                        // An upload whose client went away no longer listens; its rows are stored all the same.
+                        let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
+                    }
+                }),
+            );
         }
         Err(error) => {
             metrics.batch_failed();

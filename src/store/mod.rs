@@ -158,10 +158,12 @@ pub trait ReadingSink: Send + std::fmt::Debug + 'static {
     /// same rows again (a retry) must not duplicate them.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError>;
 
-    /// Runs `then` once every batch written so far is durable: at once (the default) for a sink
-    /// whose commits are durable when they return; later, on a thread of the sink's, for one that
-    /// syncs behind its commits so that the next batch is written meanwhile.
-    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
+    /// Runs `then` once `batch`, just written, and every batch before it are durable: at once
+    /// (the default) for a sink whose commits are durable when they return; later, on a thread
+    /// of the sink's, for one that syncs behind its commits so that the next batch is written
+    /// meanwhile (and may make `batch` visible there first).
+    fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
+        let _ = batch;
         then();
     }
 }

@@ -177,9 +177,6 @@ pub struct SpoolSink {
     sync: GroupSync,
     /// Held for its drop, which forwards what is left and stops it.
     _forwarder: Forwarder,
-    /// The last write's rows by device and id, until [`ReadingSink::when_durable`] hands them to
-    /// the sync.
-    committed: Vec<(DeviceUuid, i64)>,
 }
 
 impl SpoolSink {
@@ -215,7 +212,6 @@ impl SpoolSink {
                 spool: spool.clone(),
                 sync,
                 _forwarder: forwarder,
-                committed: Vec::new(),
             },
             spool,
         ))
@@ -243,23 +239,19 @@ impl ReadingSink for SpoolSink {
     /// Blocks the writer's thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await?;
-        self.log.append(batch)?;
-        self.committed = batch
-            .iter()
-            .map(|row| (row.device, i64::try_from(row.id.get()).unwrap_or(i64::MAX)))
-            .collect();
-        Ok(())
+        self.log.append(batch)
     }
 
     /// Once synced, the batch counts as spooled (reads of its devices wait for it) and the
     /// forwarder hears of it, before `then` answers its uploads.
-    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
-        let committed = std::mem::take(&mut self.committed);
+    fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
+        let spooled: Vec<(DeviceUuid, i64)> = batch
+            .iter()
+            .map(|row| (row.device, i64::try_from(row.id.get()).unwrap_or(i64::MAX)))
+            .collect();
         let spool = self.spool.clone();
         self.sync.committed(Box::new(move || {
-            if !committed.is_empty() {
-                spool.spooled(&committed);
-            }
+            spool.spooled(&spooled);
             then();
         }));
     }

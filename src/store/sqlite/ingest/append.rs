@@ -28,9 +28,6 @@ pub struct SqliteReadingSink {
     folder: Folder,
     /// Tells the fold of synced rows, from the sync's thread.
     fold_notices: Arc<FoldNotices>,
-    /// The rows of the last write and its highest id, until [`ReadingSink::when_durable`] hands
-    /// them to the sync.
-    committed: Option<(Vec<LoggedRow>, i64)>,
 }
 
 impl SqliteReadingSink {
@@ -50,7 +47,6 @@ impl SqliteReadingSink {
             sync,
             folder,
             fold_notices,
-            committed: None,
         })
     }
 
@@ -89,21 +85,20 @@ impl ReadingSink for SqliteReadingSink {
     /// Blocks the writer thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await;
-        let next_id = i64::try_from(self.next_id).unwrap_or(i64::MAX);
-        self.db.log().append(batch)?;
-        self.committed = Some((batch.iter().map(LoggedRow::of).collect(), next_id - 1));
-        Ok(())
+        self.db.log().append(batch)
     }
 
     /// Once synced, the rows join the unfolded ones (reads and the fold see them from then on),
     /// before `then` answers their uploads.
-    fn when_durable(&mut self, then: Box<dyn FnOnce() + Send>) {
-        let committed = self.committed.take();
+    fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
+        let rows: Vec<LoggedRow> = batch.iter().map(LoggedRow::of).collect();
         let db = Arc::clone(&self.db);
         let fold = Arc::clone(&self.fold_notices);
         self.sync.committed(Box::new(move || {
-            if let Some((rows, through)) = committed {
-                db.unfolded().add(rows);
+            // Ids grow with the batch, so its last row has the highest.
+            let through = rows.last().map(|row| row.id);
+            db.unfolded().add(rows);
+            if let Some(through) = through {
                 fold.appended(through);
             }
             then();

@@ -139,10 +139,17 @@ impl IngestLog {
 
     /// A handle of the log's WAL file, for a [`GroupSync`](super::sync::GroupSync) to sync.
     pub(crate) fn wal(&self) -> Result<File, StoreError> {
-        self.wal.0.try_clone().map_err(|source| StoreError::File {
+        self.wal
+            .0
+            .try_clone()
+            .map_err(|source| self.wal_failed(source))
+    }
+
+    fn wal_failed(&self, source: std::io::Error) -> StoreError {
+        StoreError::File {
             path: self.wal.1.clone(),
             source,
-        })
+        }
     }
 
     /// Where the log is (for attaching it to other connections).
@@ -208,20 +215,19 @@ impl IngestLog {
             .query_row([], |row| row.get(0))?;
         transaction
             .prepare_cached(
-                "INSERT INTO counters (name, value) \
-                 SELECT ?1, coalesce(max(id) + 1, 0) FROM log WHERE true \
+                "INSERT INTO counters (name, value) VALUES (?1, ?2) \
                  ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
             )?
-            .execute(params![NEXT_ID])?;
+            .execute(params![NEXT_ID, highest + 1])?;
         transaction
             .prepare_cached("DELETE FROM log WHERE device = ?1")?
             .execute([device.as_slice()])?;
         transaction.commit()?;
         // Durable before the device's folded readings go, or a power loss could bring these back.
-        self.wal.0.sync_data().map_err(|source| StoreError::File {
-            path: self.wal.1.clone(),
-            source,
-        })?;
+        self.wal
+            .0
+            .sync_data()
+            .map_err(|source| self.wal_failed(source))?;
         Ok(highest)
     }
 }
