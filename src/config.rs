@@ -112,7 +112,8 @@ pub struct ServeArgs {
     pub batch_max_rows: u32,
     /// How long the batch writer waits for more readings after a batch's first one. 0 (the
     /// default) flushes as soon as nothing more is queued: readings that arrive during a flush
-    /// form the next batch, so batches grow with the load without delaying a quiet one.
+    /// form the next batch, so batches grow with the load without delaying a quiet one. While a
+    /// written batch still waits for its sync, a batch below `batch_max_rows` waits for it too.
     #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 0)]
     pub batch_max_delay_ms: u64,
     /// Readings waiting for the batch writer before uploads wait for room (backpressure).

@@ -1,6 +1,10 @@
 //! The server's own counters around a run: `GET /metrics` (Prometheus text) before and after,
-//! and what their difference says about the batch writer — rows per group commit and time per
-//! flush, the figures that explain upload throughput.
+//! and what their difference says about the batch writer — commits per second, rows per group
+//! commit and the time until a commit was durable, the figures that explain upload throughput.
+//!
+//! No "busy" share: a batch's time runs until it is durable, and the embedded store appends the
+//! next batch while the last one syncs, so the times of consecutive batches overlap and their sum
+//! says nothing about how busy the writer was.
 //!
 //! Optional: a server without `/metrics` (or with other names) yields no section.
 
@@ -53,18 +57,18 @@ pub fn batch_report(before: &Sample, after: &Sample, elapsed: Duration) -> Optio
         "flush_retries": delta("airq_flush_retries_total"),
         "rows_per_batch": per_batch(readings),
         "flush_ms_mean": per_batch(flush_seconds * 1000.0),
-        "writer_busy_share": flush_seconds / elapsed.as_secs_f64().max(1e-9),
+        "commits_per_second": batches / elapsed.as_secs_f64().max(1e-9),
     }))
 }
 
 /// For a person.
 pub fn render(report: &Value) -> String {
     format!(
-        "batch writer: {} batches, {:.1} rows per batch, {:.3} ms per flush, busy {:.0}% of the run",
+        "batch writer: {} commits, {:.0} per second, {:.1} rows per commit, {:.3} ms from a commit's start until durable",
         report["batches_committed"],
+        report["commits_per_second"].as_f64().unwrap_or(0.0),
         report["rows_per_batch"].as_f64().unwrap_or(0.0),
         report["flush_ms_mean"].as_f64().unwrap_or(0.0),
-        report["writer_busy_share"].as_f64().unwrap_or(0.0) * 100.0,
     )
 }
 

@@ -28,7 +28,12 @@ impl RequestId {
         match given {
             Some(value) => Self(value.clone()),
             None => {
-                let fresh = uuid::Uuid::new_v4().simple().to_string();
+                // A v4 UUID from the thread's generator: `Uuid::new_v4` asks the kernel for its
+                // bytes, a system call on every request (seen in single uploads' profile).
+                let fresh = uuid::Builder::from_random_bytes(rand::random())
+                    .into_uuid()
+                    .simple()
+                    .to_string();
                 Self(HeaderValue::try_from(fresh).unwrap_or(HeaderValue::from_static("unknown")))
             }
         }

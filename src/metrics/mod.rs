@@ -145,7 +145,7 @@ impl Default for ServerMetrics {
         let flush_duration = duration_histogram();
         registry.register(
             "airq_flush_duration_seconds",
-            "Time to commit a batch of readings, receipt ids and retries included",
+            "Time from taking a batch's receipt ids until the store called it durable, retries included",
             flush_duration.clone(),
         );
         let counter = |registry: &mut Registry, name: &str, help: &str| {
@@ -172,7 +172,7 @@ impl Default for ServerMetrics {
         let flush_seconds = Counter::<f64, AtomicU64>::default();
         registry.register(
             "airq_flush_seconds",
-            "Time spent committing batches, in seconds",
+            "airq_flush_duration_seconds summed (batches overlap while one is synced and the next written)",
             flush_seconds.clone(),
         );
         let queued = Gauge::default();
