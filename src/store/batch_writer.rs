@@ -125,15 +125,24 @@ impl Syncing {
         self.batches.load(Ordering::Acquire) > 0
     }
 
-    fn written(&self) {
+    /// Counts a written batch as not yet durable until the returned guard is dropped: by its
+    /// `when_durable` callback once it ran, or with the callback if a sink ever dropped it
+    /// unrun, so the gathering loop never waits for a sync that will not come.
+    fn written(self: &Arc<Self>) -> Unsynced {
         self.batches.fetch_add(1, Ordering::AcqRel);
+        Unsynced(Arc::clone(self))
     }
+}
 
-    fn durable(&self) {
-        self.batches.fetch_sub(1, Ordering::AcqRel);
+/// A written batch not yet durable (see [`Syncing::written`]).
+struct Unsynced(Arc<Syncing>);
+
+impl Drop for Unsynced {
+    fn drop(&mut self) {
+        self.0.batches.fetch_sub(1, Ordering::AcqRel);
         // A permit is kept when nobody waits, so a wake-up between the gathering loop's check
         // and its wait is not lost.
-        self.done.notify_one();
+        self.0.done.notify_one();
     }
 }
 
@@ -326,6 +335,7 @@ async fn gather(
             metrics.readings_taken(next.readings.len());
             batch.push(next);
         }
+        // No small commit behind a sync (module docs).
         while open && rows < max_rows && syncing.pending() {
             tokio::select! {
                 () = syncing.done.notified() => {}
@@ -431,8 +441,7 @@ async fn flush(
                 })
                 .collect();
             let metrics = Arc::clone(metrics);
-            let syncing_done = Arc::clone(syncing);
-            syncing.written();
+            let unsynced = syncing.written();
             sink.when_durable(
                 &rows,
                 Box::new(move || {
@@ -451,7 +460,7 @@ async fn flush(
                         // An upload whose client went away no longer listens; its rows are stored all the same.
                         let _ = reply.send(Ok(receipts.by_ref().take(taken).collect()));
                     }
-                    syncing_done.durable();
+                    drop(unsynced);
                 }),
             );
         }
@@ -509,6 +518,13 @@ mod tests {
     use super::*;
     use crate::domain::Measurements;
 
+    /// The test sinks' receipt ids: `count` of them from `next` on.
+    fn next_ids(next: &mut u64, count: usize) -> Vec<ReadingId> {
+        let first = *next;
+        *next += count as u64;
+        (first..*next).filter_map(ReadingId::new).collect()
+    }
+
     /// A sink that fails its first `failures` writes, then records what it is given.
     #[derive(Debug)]
     struct Flaky {
@@ -520,9 +536,7 @@ mod tests {
     #[async_trait::async_trait]
     impl ReadingSink for Flaky {
         async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
-            let first = self.next;
-            self.next += count as u64;
-            Ok((first..self.next).filter_map(ReadingId::new).collect())
+            Ok(next_ids(&mut self.next, count))
         }
 
         async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
@@ -636,9 +650,7 @@ mod tests {
     #[async_trait::async_trait]
     impl ReadingSink for Rendezvous {
         async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
-            let first = self.next;
-            self.next += count as u64;
-            Ok((first..self.next).filter_map(ReadingId::new).collect())
+            Ok(next_ids(&mut self.next, count))
         }
 
         async fn write(&mut self, _batch: &[StoredReading]) -> Result<(), StoreError> {
@@ -702,9 +714,7 @@ mod tests {
     #[async_trait::async_trait]
     impl ReadingSink for SlowFirstSync {
         async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError> {
-            let first = self.next;
-            self.next += count as u64;
-            Ok((first..self.next).filter_map(ReadingId::new).collect())
+            Ok(next_ids(&mut self.next, count))
         }
 
         async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
