@@ -304,10 +304,8 @@ async fn gather(
         let Some(first) = queue.recv().await else {
             break;
         };
-        let mut rows = first.readings.len();
-        metrics.readings_taken(rows);
         let mut batch = Vec::with_capacity(max_rows.min(1024));
-        batch.push(first);
+        let mut rows = take(&mut batch, first, metrics);
         let deadline = Instant::now() + config.max_delay;
         while rows < max_rows {
             let next = match queue.try_recv() {
@@ -331,20 +329,14 @@ async fn gather(
                     }
                 }
             };
-            rows += next.readings.len();
-            metrics.readings_taken(next.readings.len());
-            batch.push(next);
+            rows += take(&mut batch, next, metrics);
         }
         // No small commit behind a sync (module docs).
         while open && rows < max_rows && syncing.pending() {
             tokio::select! {
                 () = syncing.done.notified() => {}
                 next = queue.recv() => match next {
-                    Some(pending) => {
-                        rows += pending.readings.len();
-                        metrics.readings_taken(pending.readings.len());
-                        batch.push(pending);
-                    }
+                    Some(pending) => rows += take(&mut batch, pending, metrics),
                     None => open = false,
                 },
             }
@@ -361,11 +353,7 @@ async fn gather(
         let lane = idle.recv().await;
         while open && rows < max_rows {
             match queue.try_recv() {
-                Ok(pending) => {
-                    rows += pending.readings.len();
-                    metrics.readings_taken(pending.readings.len());
-                    batch.push(pending);
-                }
+                Ok(pending) => rows += take(&mut batch, pending, metrics),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
@@ -377,6 +365,14 @@ async fn gather(
         // An idle lane has room for exactly this batch.
         let _ = queue.send(batch).await;
     }
+}
+
+/// Adds an upload to the batch being gathered; how many readings it brought.
+fn take(batch: &mut Vec<Pending>, pending: Pending, metrics: &ServerMetrics) -> usize {
+    let rows = pending.readings.len();
+    metrics.readings_taken(rows);
+    batch.push(pending);
+    rows
 }
 
 /// One lane: writes each batch it is handed with its own sink, then reports itself idle.
