@@ -101,7 +101,11 @@ impl Application {
             match &embedded {
                 Some(db) => Ok(Arc::clone(db)),
                 None => {
-                    let db = Sqlite::open(&config.data_dir, config.sqlite_busy_timeout)?;
+                    let db = Sqlite::open(
+                        &config.data_dir,
+                        config.sqlite_busy_timeout,
+                        config.log_segment_bytes,
+                    )?;
                     Ok(Arc::clone(embedded.insert(db)))
                 }
             }
@@ -128,8 +132,7 @@ impl Application {
                     let opened = questdb::open(
                         questdb,
                         pool.clone(),
-                        &config.data_dir,
-                        config.sqlite_busy_timeout,
+                        (&config.data_dir, config.log_segment_bytes),
                     )
                     .await?;
                     if let Some(spool) = opened.spool {

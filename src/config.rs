@@ -81,9 +81,9 @@ pub struct ServeArgs {
     /// [default: 4, with --questdb-spool 1].
     #[arg(long, env = "AIRQ_QUESTDB_SENDERS", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub questdb_senders: Option<u16>,
-    /// Answer uploads once they are durable in a local spool (the data dir's `ingest.db`) and
-    /// forward them to QuestDB behind, instead of waiting for QuestDB's commit: a 201 then
-    /// survives what this host's disk survives, and the data dir must be kept.
+    /// Answer uploads once they are durable in a local spool (the data dir's ingestion log,
+    /// `ingest/`) and forward them to QuestDB behind, instead of waiting for QuestDB's commit: a
+    /// 201 then survives what this host's disk survives, and the data dir must be kept.
     #[arg(long, env = "AIRQ_QUESTDB_SPOOL", requires = "questdb_ilp")]
     pub questdb_spool: bool,
     /// Verify owner tokens against this JWKS document (RS256, ES256, EdDSA) instead of the local issuer.
@@ -135,6 +135,10 @@ pub struct ServeArgs {
     /// …or as soon as this many readings wait to be folded.
     #[arg(long, env = "AIRQ_FOLD_BATCH_ROWS", default_value_t = 65_536, value_parser = clap::value_parser!(i64).range(1..))]
     pub fold_batch_rows: i64,
+    /// Bytes after which the ingestion log (embedded store and QuestDB spool) appends to its
+    /// next segment file.
+    #[arg(long, env = "AIRQ_LOG_SEGMENT_BYTES", default_value_t = crate::store::ingest_log::SEGMENT_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_segment_bytes: u64,
     /// How long the public map is served from the cache.
     #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
     pub map_cache_ttl_ms: u64,
@@ -258,6 +262,8 @@ pub struct Config {
     pub sqlite_busy_timeout: Duration,
     /// When the embedded store folds.
     pub fold: FoldConfig,
+    /// Bytes of an ingestion log segment.
+    pub log_segment_bytes: u64,
     /// Public map cache lifetime.
     pub map_cache_ttl: Duration,
     /// Upload and public rate limits.
@@ -322,6 +328,7 @@ impl From<ServeArgs> for Config {
                 interval: Duration::from_millis(args.fold_interval_ms),
                 rows: args.fold_batch_rows,
             },
+            log_segment_bytes: args.log_segment_bytes,
             map_cache_ttl: Duration::from_millis(args.map_cache_ttl_ms),
             rate_limits: RateLimitConfig {
                 device: Rate {

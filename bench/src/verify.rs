@@ -3,18 +3,19 @@
 //!
 //! Two ways to count what is stored:
 //! - `sqlite` (exact, the default when the file is there): the rows per device of `readings` in
-//!   `<data-dir>/airq.db` plus those of the ingestion log (`ingest.db`) past the fold's watermark,
-//!   in one read transaction, opened read-only beside the running server (WAL lets a reader in
-//!   while the server writes). A 201 is sent only after its batch
-//!   committed, so every acknowledged reading must already be visible. A count taken before the
-//!   run is subtracted, so a reused fleet is checked too.
+//!   `<data-dir>/airq.db` plus those of the ingestion log (`<data-dir>/ingest/`) past the fold's
+//!   watermark, read beside the running server: the log first, then `airq.db` in one read
+//!   transaction (WAL lets a reader in while the server writes), so a row the fold moves in
+//!   between is counted in `airq.db`, below its watermark. A 201 is sent only after its batch
+//!   was synced to the log, so every acknowledged reading must already be there. A count taken
+//!   before the run is subtracted, so a reused fleet is checked too.
 //! - `questdb` (exact, the default when there is no SQLite file but `AIRQ_QUESTDB_PG` is set):
 //!   the rows per device of the QuestDB table (`AIRQ_QUESTDB_TABLE`, default `readings`), over
 //!   QuestDB's PG wire — the server's own variables, so one environment serves both. airq answers
 //!   once QuestDB acknowledged a batch, before QuestDB applied it, so the count first waits until
 //!   QuestDB applied every transaction its sequencer had numbered. With the spool
-//!   (`AIRQ_QUESTDB_SPOOL`), airq answers once a reading is in `<data-dir>/ingest.db`, so the
-//!   count first waits until the running server has forwarded the spool and emptied it.
+//!   (`AIRQ_QUESTDB_SPOOL`), airq answers once a reading is in its spool (`<data-dir>/ingest/`),
+//!   so the count first waits until the running server has forwarded everything spooled.
 //! - `api`: `GET /api/v1/devices/{id}/current` → `sample_count`. Exact only while every reading of
 //!   the run lies in the last hour and the devices had no earlier readings (fresh fleet, run
 //!   shorter than ~55 minutes, no `measured_at`); the way to check a deployment whose readings are
@@ -92,7 +93,7 @@ impl Counter {
                 Self::QuestDb {
                     url,
                     table,
-                    spool: data_dir.join("ingest.db"),
+                    spool: data_dir.to_owned(),
                 }
             }
             (VerifyMode::Questdb, None) => return Err(
@@ -163,35 +164,30 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
     )
     .map_err(|error| format!("opening {} read-only: {error}", db.display()))?;
     connection.busy_timeout(Duration::from_secs(10))?;
-    // A server from before the ingestion log appended to `readings` alone.
-    let log = db.with_file_name("ingest.db");
-    let logged = if log.exists() {
-        connection.execute(
-            "ATTACH DATABASE ?1 AS log",
-            [log.to_string_lossy().as_ref()],
-        )?;
-        " UNION ALL SELECT device, count(*) FROM log.log WHERE id > \
-           (SELECT coalesce(max(value), 0) FROM main.counters WHERE name = 'folded_id') \
-         GROUP BY device"
-    } else {
-        ""
-    };
-    // One read transaction, the log's snapshot first: a row the fold moves into `readings` after
-    // it is in the later snapshot of airq.db, and one it moved before is below the watermark.
+    // The log first: a row the fold moves into `readings` after this is in the later snapshot
+    // of airq.db, below its watermark; one it moved before is there too.
+    let data_dir = db.parent().unwrap_or(Path::new("."));
+    let (logged, _) = airq::store::ingest_log::unconsumed(data_dir)?;
     connection.execute_batch("BEGIN")?;
-    if log.exists() {
-        connection.query_row("SELECT count(*) FROM log.log", [], |row| {
-            row.get::<_, i64>(0)
-        })?;
-    }
+    let folded: i64 = connection.query_row(
+        "SELECT coalesce(max(value), 0) FROM counters WHERE name = 'folded_id'",
+        [],
+        |row| row.get(0),
+    )?;
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
-    let mut statement = connection.prepare(&format!(
-        "SELECT device, count(*) FROM main.readings GROUP BY device{logged}"
-    ))?;
+    let mut statement =
+        connection.prepare("SELECT device, count(*) FROM readings GROUP BY device")?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
         let count: i64 = row.get(1)?;
         *counts.entry(row.get(0)?).or_default() += u64::try_from(count).unwrap_or(0);
+    }
+    for stored in logged {
+        if i64::try_from(stored.id.get()).unwrap_or(i64::MAX) > folded {
+            *counts
+                .entry(stored.device.as_uuid().as_bytes().to_vec())
+                .or_default() += 1;
+        }
     }
     Ok(ids
         .iter()
@@ -202,20 +198,17 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
 /// Longest wait for the server to forward its spool before counting.
 const SPOOL_WAIT: Duration = Duration::from_secs(60);
 
-/// Waits until the spool at `path` holds no rows (at once when there is no spool).
+/// Waits until the spool in the data directory `path` holds no readings its server has not
+/// forwarded (at once when there is no spool).
 async fn wait_for_empty_spool(path: &Path) -> Result<(), BoxError> {
-    if !path.exists() {
-        return Ok(());
-    }
     let started = std::time::Instant::now();
     loop {
         let path = path.to_owned();
-        let rows = tokio::task::spawn_blocking(move || -> Result<i64, rusqlite::Error> {
-            let connection = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-            connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0))
-        })
-        .await
-        .map_err(|error| error.to_string())??;
+        let rows = tokio::task::spawn_blocking(move || airq::store::ingest_log::unconsumed(&path))
+            .await
+            .map_err(|error| error.to_string())??
+            .0
+            .len();
         if rows == 0 {
             return Ok(());
         }

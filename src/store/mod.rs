@@ -14,6 +14,7 @@
 pub mod batch_writer;
 mod columns;
 mod device_record;
+pub mod ingest_log;
 pub mod pg_tls;
 pub mod postgres;
 pub mod questdb;

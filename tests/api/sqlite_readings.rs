@@ -14,27 +14,34 @@ use crate::upload::{
     accepted, app_with_device, delete, device_id, device_key, receipt, sample_count, upload_with,
 };
 
-async fn app_with_short_lock_waits() -> TestApp {
+/// A server whose ingestion log starts a new segment file for every append, and retries a
+/// failed write briefly.
+async fn app_with_a_segment_per_append() -> TestApp {
     TestApp::spawn_with(|c| {
-        c.sqlite_busy_timeout = Duration::from_millis(20);
+        c.log_segment_bytes = 1;
         c.batch.retries = 2;
         c.batch.retry_backoff = Duration::from_millis(5);
     })
     .await
 }
 
-/// A connection holding the write lock of the ingestion log (where uploads are appended) until
-/// it is rolled back.
-fn hold_write_lock(data_dir: &Path) -> rusqlite::Connection {
-    let connection =
-        rusqlite::Connection::open(data_dir.join("ingest.db")).expect("open ingest.db");
-    connection
-        .busy_timeout(Duration::from_secs(10))
-        .expect("busy timeout");
-    connection
-        .execute_batch("BEGIN EXCLUSIVE")
-        .expect("write lock taken");
-    connection
+/// Occupies the path of the ingestion log's next segment file with a directory, so that no
+/// append can start it (a real fault of the file system, as a full or failing disk would be),
+/// until the returned path is removed.
+fn block_next_segment(data_dir: &Path) -> std::path::PathBuf {
+    let log = data_dir.join("ingest");
+    let last = std::fs::read_dir(&log)
+        .expect("the log's directory")
+        .filter_map(|entry| {
+            let name = entry.expect("entry").file_name();
+            let name = name.to_str()?;
+            name.strip_suffix(".log")?.parse::<u64>().ok()
+        })
+        .max()
+        .expect("a segment");
+    let next = log.join(format!("{:020}.log", last + 1));
+    std::fs::create_dir(&next).expect("the next segment's path taken");
+    next
 }
 
 /// Checks an opaque 500: problem shape, request id in header and detail, nothing internal.
@@ -57,7 +64,16 @@ async fn opaque_500(response: reqwest::Response) -> String {
     );
     let text = body.to_string().to_lowercase();
     for internal in [
-        "sql", "database", "locked", "busy", "insert", "readings", "batch",
+        "sql",
+        "database",
+        "locked",
+        "busy",
+        "insert",
+        "readings",
+        "batch",
+        "segment",
+        "ingest",
+        "directory",
     ] {
         assert!(!text.contains(internal), "{internal:?} leaks in {body}");
     }
@@ -70,14 +86,14 @@ async fn opaque_500(response: reqwest::Response) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
-    let app = app_with_short_lock_waits().await;
+async fn a_failed_append_is_500_and_stores_nothing_of_the_batch() {
+    let app = app_with_a_segment_per_append().await;
     let device = app.register_named("alice", "locked out").await;
     let url = app.url("/data");
     // Before the fault: stored, and the device's credentials are cached.
     let (before, _) = accepted(&app, &device, &sample()).await;
 
-    let lock = hold_write_lock(app.data_dir.path());
+    let blocked = block_next_segment(app.data_dir.path());
     let during = join_all((0..6).map(|n| {
         let body = sample_with(n, 1.0, 20.0);
         let client = app.client.clone();
@@ -89,8 +105,7 @@ async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
     for response in during {
         opaque_500(response).await;
     }
-    lock.execute_batch("ROLLBACK").expect("lock released");
-    drop(lock);
+    std::fs::remove_dir(&blocked).expect("the fault cleared");
 
     let (after, _) = accepted(&app, &device, &sample()).await;
     assert_eq!(
@@ -103,10 +118,10 @@ async fn a_failed_commit_is_500_and_stores_nothing_of_the_batch() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_quotes_the_request_id_of_its_header() {
-    let app = app_with_short_lock_waits().await;
+    let app = app_with_a_segment_per_append().await;
     let device = app.register_named("alice", "locked out").await;
     let (before, _) = accepted(&app, &device, &sample()).await;
-    let lock = hold_write_lock(app.data_dir.path());
+    let blocked = block_next_segment(app.data_dir.path());
     // A generated id.
     let generated = opaque_500(app.upload(&device, &sample()).await).await;
     // The caller's own id, echoed and quoted.
@@ -122,7 +137,7 @@ async fn a_500_quotes_the_request_id_of_its_header() {
         .expect("request sent");
     assert_eq!(opaque_500(response).await, "upload-fault-42");
     assert_ne!(generated, "upload-fault-42");
-    drop(lock);
+    std::fs::remove_dir(&blocked).expect("the fault cleared");
     assert_eq!(stored_sqlite_ids(app.data_dir.path()), [before]);
 }
 

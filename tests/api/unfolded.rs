@@ -218,14 +218,14 @@ async fn a_reading_replaced_within_one_fold_is_counted_once() {
     assert_eq!(current["aqi"], 22, "(10 + 10 + 10 + 70 + 10) / 5");
 }
 
-/// The raw columns of `readings` and of the ingestion log's `log`.
+/// The raw columns of `readings` (and of the SQLite ingestion log of earlier versions).
 const RAW: &str = "id, device, at, received_at, keyed, aqi, pm1_0, pm2_5, pm10_0, temperature, \
                    heat_index, humidity, pms_provider, temperature_provider, lat, lon, \
                    location_provider";
 
 /// Three keyed readings of one device, stopped (so folded); then `crash` leaves the data dir as
-/// a crash would have; a restart must count every reading once.
-async fn restart_after(crash: &str) {
+/// a crash would have (given it and `airq.db`); a restart must count every reading once.
+async fn restart_after(crash: impl FnOnce(&Path, &rusqlite::Connection)) {
     let mut app = app_folding_every(1_000_000).await;
     let device = app.register_named("alice", "balcony").await;
     let id = device["id"].as_str().expect("id").to_owned();
@@ -234,13 +234,7 @@ async fn restart_after(crash: &str) {
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
     app.stop().await;
     let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
-    db.execute(
-        "ATTACH DATABASE ?1 AS log",
-        [data_dir.path().join("ingest.db").to_string_lossy().as_ref()],
-    )
-    .expect("attach the log");
-    db.execute_batch(&crash.replace("{RAW}", RAW))
-        .expect("the state a crash leaves");
+    crash(data_dir.path(), &db);
     drop(db);
 
     let app = TestApp::spawn_in(data_dir, |_| {}).await;
@@ -272,22 +266,52 @@ const UNFOLD: &str = "DELETE FROM readings_by_device; DELETE FROM rollups_15m; \
 
 #[tokio::test]
 async fn a_restart_folds_what_a_crash_left_in_the_ingestion_log() {
-    restart_after(&format!(
-        "INSERT INTO log.log ({{RAW}}) SELECT {{RAW}} FROM main.readings; \
-         DELETE FROM main.readings; {UNFOLD}"
-    ))
+    // The log still holds the three readings (its last segment is never dropped): undo their
+    // fold, as if the crash came before it.
+    restart_after(|_, db| {
+        db.execute_batch(&format!("DELETE FROM readings; {UNFOLD}"))
+            .expect("unfolded");
+    })
     .await;
 }
 
 #[tokio::test]
 async fn rows_folded_but_not_yet_pruned_from_the_log_count_once() {
-    restart_after("INSERT INTO log.log ({RAW}) SELECT {RAW} FROM main.readings;").await;
+    // As a stop leaves them: folded, and still in the log's last segment.
+    restart_after(|_, _| {}).await;
 }
 
 #[tokio::test]
 async fn a_database_from_before_the_ingestion_log_folds_its_unfolded_rows() {
     // Then uploads were appended to `readings` itself, and the fold read them from there.
-    restart_after(UNFOLD).await;
+    restart_after(|_, db| db.execute_batch(UNFOLD).expect("unfolded")).await;
+}
+
+#[tokio::test]
+async fn the_sqlite_ingestion_log_of_an_earlier_version_is_folded_and_removed() {
+    let legacy = std::cell::RefCell::new(std::path::PathBuf::new());
+    restart_after(|data_dir, db| {
+        let path = data_dir.join("ingest.db");
+        db.execute(
+            "ATTACH DATABASE ?1 AS log",
+            [path.to_string_lossy().as_ref()],
+        )
+        .expect("attach");
+        let columns = RAW
+            .replace(", ", " ANY, ")
+            .replace("location_provider", "location_provider ANY");
+        db.execute_batch(&format!(
+            "CREATE TABLE log.log ({columns}); \
+             CREATE TABLE log.counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL); \
+             INSERT INTO log.log ({RAW}) SELECT {RAW} FROM main.readings; \
+             DELETE FROM main.readings; {UNFOLD}"
+        ))
+        .expect("the rows in an earlier version's log");
+        db.execute("DETACH DATABASE log", []).expect("detach");
+        *legacy.borrow_mut() = path;
+    })
+    .await;
+    assert!(!legacy.borrow().exists(), "ingest.db is gone once adopted");
 }
 
 /// Uploads once for a kept and twice for a doomed device, deletes the doomed one (whose readings

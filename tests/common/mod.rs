@@ -11,6 +11,7 @@ pub mod contract;
 pub mod proxy;
 pub mod relay;
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -649,56 +650,71 @@ pub fn aqis(points: &[Value]) -> Vec<i64> {
 /// rows past the watermark in the ingestion log, without keyed readings a later one replaced
 /// (the fold deletes those; no reader counts them).
 pub fn stored_sqlite_ids(data_dir: &std::path::Path) -> Vec<u64> {
+    // The log first: a row the fold moves after this is in the later snapshot of airq.db.
+    let (logged, _) = airq::store::ingest_log::unconsumed(data_dir).expect("the log reads");
     let db = rusqlite::Connection::open(data_dir.join("airq.db")).expect("airq.db");
-    db.execute(
-        "ATTACH DATABASE ?1 AS log",
-        [data_dir.join("ingest.db").to_string_lossy().as_ref()],
-    )
-    .expect("attach ingest.db");
     db.execute_batch("BEGIN").expect("begin");
-    // The log's snapshot first: a row the fold moves after it is in the later one of airq.db.
-    db.query_row("SELECT count(*) FROM log.log", [], |row| {
-        row.get::<_, i64>(0)
-    })
-    .expect("log snapshot");
-    let mut statement = db
-        .prepare(
-            "WITH stored AS ( \
-               SELECT id, device, at, keyed FROM main.readings \
-               UNION ALL \
-               SELECT id, device, at, keyed FROM log.log WHERE id > \
-                 (SELECT coalesce(max(value), 0) FROM main.counters WHERE name = 'folded_id')) \
-             SELECT id FROM stored r WHERE NOT (r.keyed = 1 AND EXISTS \
-               (SELECT 1 FROM stored l WHERE l.keyed = 1 AND l.device = r.device \
-                AND l.at = r.at AND l.id > r.id))",
+    let folded: i64 = db
+        .query_row(
+            "SELECT coalesce(max(value), 0) FROM counters WHERE name = 'folded_id'",
+            [],
+            |row| row.get(0),
         )
-        .expect("query");
-    let mut ids: Vec<u64> = statement
-        .query_map([], |row| row.get::<_, i64>(0))
+        .expect("watermark");
+    // (id, device, at, keyed) of every stored row.
+    let mut stored: Vec<(i64, Vec<u8>, i64, bool)> = db
+        .prepare("SELECT id, device, at, keyed FROM readings")
+        .expect("query")
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get::<_, i64>(3)? == 1,
+            ))
+        })
         .expect("rows")
-        .map(|id| id.expect("id") as u64)
+        .map(|row| row.expect("row"))
+        .collect();
+    stored.extend(logged.into_iter().filter_map(|reading| {
+        let id = reading.id.get() as i64;
+        (id > folded).then(|| {
+            (
+                id,
+                reading.device.as_uuid().as_bytes().to_vec(),
+                reading.at.timestamp_micros(),
+                reading.reading.measured_at.is_some(),
+            )
+        })
+    }));
+    let latest_keyed: HashMap<(Vec<u8>, i64), i64> = stored.iter().filter(|row| row.3).fold(
+        HashMap::new(),
+        |mut latest, (id, device, at, _)| {
+            let entry = latest.entry((device.clone(), *at)).or_insert(*id);
+            *entry = (*entry).max(*id);
+            latest
+        },
+    );
+    let mut ids: Vec<u64> = stored
+        .into_iter()
+        .filter(|(id, device, at, keyed)| {
+            !keyed || latest_keyed.get(&(device.clone(), *at)) == Some(id)
+        })
+        .map(|(id, ..)| id as u64)
         .collect();
     ids.sort_unstable();
     ids
 }
 
-/// Waits until the QuestDB spool in `data_dir` (when there is one) holds no rows: the server
-/// answers uploads once they are spooled, and forwards them to QuestDB behind.
+/// Waits until the QuestDB spool in `data_dir` (when there is one) holds no readings the server
+/// has not forwarded: it answers uploads once they are spooled, and forwards them behind.
 pub async fn wait_for_empty_spool(data_dir: &std::path::Path) {
-    let spool = data_dir.join("ingest.db");
-    if crate::backend::PAIR != Pair::QuestDbSpool || !spool.exists() {
+    if crate::backend::PAIR != Pair::QuestDbSpool {
         return;
     }
     for _ in 0..1000 {
-        let rows: i64 = rusqlite::Connection::open_with_flags(
-            &spool,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .and_then(|connection| {
-            connection.query_row("SELECT count(*) FROM log", [], |row| row.get(0))
-        })
-        .expect("the spool reads");
-        if rows == 0 {
+        let (spooled, _) = airq::store::ingest_log::unconsumed(data_dir).expect("the spool reads");
+        if spooled.is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -31,7 +31,7 @@ use super::spool::Spool;
 use super::visibility::Visibility;
 use super::TableName;
 use crate::domain::StoredReading;
-use crate::store::sqlite::{IngestLog, LogReader};
+use crate::store::ingest_log::{IngestLog, LogReader};
 use crate::store::StoreError;
 use crate::telemetry::chain;
 
@@ -48,7 +48,7 @@ const CHUNKS_IN_FLIGHT: usize = 2;
 /// How long the coordinator sleeps when nothing happens (it wakes at once on an append or an
 /// acknowledgement).
 const IDLE: Duration = Duration::from_millis(100);
-/// How often the spool is pruned (and its WAL checkpointed), at most.
+/// How often the spool is pruned, at most.
 const PRUNE_EVERY: Duration = Duration::from_millis(50);
 /// First and longest pause before a lane retries a failed write.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
@@ -106,10 +106,11 @@ pub(super) struct Forwarder {
 }
 
 impl Forwarder {
-    /// Starts the lanes and the coordinator, which begins with what the spool already holds.
+    /// Starts the lanes and the coordinator, which begins with what the spool holds past
+    /// `forwarded`.
     pub(super) fn start(
         log: Arc<IngestLog>,
-        reader: LogReader,
+        (reader, forwarded): (LogReader, i64),
         spool: Spool,
         lanes: Lanes,
         (events, inbox): (mpsc::Sender<Event>, mpsc::Receiver<Event>),
@@ -140,13 +141,13 @@ impl Forwarder {
             inbox,
             abandon,
             in_flight: VecDeque::new(),
-            dispatched: 0,
+            dispatched: forwarded,
             next_chunk: 0,
             waiting,
             waiting_since: (waiting > 0).then(Instant::now),
             hurry: false,
-            forwarded: 0,
-            pruned: 0,
+            forwarded,
+            pruned: forwarded,
             pruned_at: Instant::now(),
         };
         let coordinator = std::thread::Builder::new()
@@ -281,11 +282,7 @@ impl Coordinator {
             self.spool.forwarded(self.forwarded, rows);
         }
         if self.forwarded > self.pruned && (now || self.pruned_at.elapsed() >= PRUNE_EVERY) {
-            let pruned = self
-                .log
-                .prune(self.forwarded)
-                .and_then(|()| self.reader.checkpoint());
-            match pruned {
+            match self.log.prune(self.forwarded) {
                 Ok(()) => self.pruned = self.forwarded,
                 Err(error) => {
                     tracing::warn!(error = %chain(&error), "could not prune the spool; trying again later");

@@ -7,9 +7,9 @@
 //!   with its own ILP/HTTP sender, keep that many flushes in flight. Receipt ids come in blocks
 //!   from a PostgreSQL sequence shared by every process.
 //! - With [`QuestDbConfig::spool`], the batch writer's one sink is a [`SpoolSink`] instead: an
-//!   upload is answered once it is durable in a local spool (`ingest.db` in the data directory),
-//!   and a forwarder sends the spool on to QuestDB through that many senders, in batches as large
-//!   as the backlog ([`spool`], [`forward`]).
+//!   upload is answered once it is durable in a local spool (the ingestion log, `ingest/` in the
+//!   data directory), and a forwarder sends the spool on to QuestDB through that many senders, in
+//!   batches as large as the backlog ([`spool`], [`forward`]).
 //! - [`Visibility`] keeps read-your-writes without a wait on the write path: an upload is answered
 //!   once QuestDB acknowledged its batch, and a read waits for QuestDB's WAL apply only when it
 //!   reads a device with an acknowledged batch that may not be applied yet ([`Spool::settle`]
@@ -28,7 +28,6 @@ mod spool;
 mod visibility;
 
 use std::path::Path;
-use std::time::Duration;
 
 use deadpool_postgres::Pool;
 
@@ -70,8 +69,8 @@ pub struct QuestDbConfig {
     pub table: TableName,
     /// ILP/HTTP senders, each a batch writer lane: flushes in flight at once (at least 1).
     pub senders: usize,
-    /// Acknowledge uploads once they are in the local spool (the data directory's `ingest.db`),
-    /// not once QuestDB has them.
+    /// Acknowledge uploads once they are in the local spool (the data directory's ingestion log,
+    /// `ingest/`), not once QuestDB has them.
     pub spool: bool,
 }
 
@@ -146,12 +145,11 @@ async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
 /// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one
 /// spool sink — (receipt ids from the PostgreSQL pool `ids`), the reads, sharing one
 /// [`Visibility`], and the spool when there is one (for `/metrics`). The spool lives in
-/// `data_dir`, its SQLite connections waiting `busy_timeout` for a lock.
+/// `data_dir`, in segment files of `segment_bytes`.
 pub async fn open(
     config: &QuestDbConfig,
     ids: Pool,
-    data_dir: &Path,
-    busy_timeout: Duration,
+    (data_dir, segment_bytes): (&Path, u64),
 ) -> Result<Opened, StoreError> {
     let reads = connect(config).await?;
     let visibility = Visibility::start(reads.clone(), &config.table);
@@ -163,7 +161,7 @@ pub async fn open(
                 count: config.senders.max(1),
                 visibility: visibility.clone(),
             };
-            let (sink, spool) = SpoolSink::open(data_dir, busy_timeout, ids, lanes)?;
+            let (sink, spool) = SpoolSink::open((data_dir, segment_bytes), ids, lanes)?;
             (vec![Box::new(sink)], Some(spool))
         }
         false => {

@@ -3,14 +3,14 @@
 //!
 //! Without it, every upload waits for an ILP/HTTP round trip, and QuestDB's commit costs about
 //! ten milliseconds whatever the batch's size (`bench/RESULTS.md`), which bounds what a process
-//! can take in. With it, the batch writer's one sink ([`SpoolSink`]) appends each batch to
-//! `ingest.db` in the data directory — the embedded store's ingestion log, the same file format,
-//! synced the same way — and answers; the [`Forwarder`](super::forward) sends what was appended
+//! can take in. With it, the batch writer's one sink ([`SpoolSink`]) appends each batch to the
+//! ingestion log in the data directory (`ingest/`, [`IngestLog`] — the embedded store's, the
+//! same format, synced the same way) and answers; the [`Forwarder`](super::forward) sends what was appended
 //! on to QuestDB in batches as large as the backlog, and deletes it from the spool once QuestDB
 //! acknowledged it.
 //!
 //! The rules:
-//! - **Durable before acknowledged.** A 201 means the reading is committed to the spool and the
+//! - **Durable before acknowledged.** A 201 means the reading is appended to the spool and the
 //!   spool synced behind it ([`GroupSync`]): it survives `kill -9` and a power loss of this host (on storage that
 //!   honours fsync) and reaches QuestDB later, also when QuestDB was down when it was taken in.
 //! - **A row leaves the spool only once QuestDB acknowledged it.** A crash before that sends it
@@ -26,6 +26,7 @@
 //! [`Visibility`]: super::Visibility
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -39,7 +40,8 @@ use super::forward::{self, Event, Forwarder, Lanes};
 use super::ids::IdBlocks;
 use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
-use crate::store::sqlite::{GroupSync, IngestLog};
+use crate::store::ingest_log::{Entry, GroupSync, IngestLog};
+use crate::store::sqlite::{adopt_legacy_log, to_micros};
 use crate::store::{ReadingSink, StoreError};
 
 /// Spooled rows QuestDB has not acknowledged after which the sink holds appends back. On disk,
@@ -177,14 +179,16 @@ pub struct SpoolSink {
     sync: GroupSync,
     /// Held for its drop, which forwards what is left and stops it.
     _forwarder: Forwarder,
+    /// The segment the last batch was written to, for its `when_durable`.
+    written: Option<Arc<File>>,
 }
 
 impl SpoolSink {
-    /// Opens (creating when missing) the spool in `data_dir`, taking ids from the PostgreSQL pool
-    /// `ids` (used on the runtime this is called from), and starts forwarding through `lanes`.
+    /// Opens (creating when missing) the spool in `data_dir` (segment files of `segment_bytes`),
+    /// taking ids from the PostgreSQL pool `ids` (used on the runtime this is called from), and
+    /// starts forwarding through `lanes`.
     pub(super) fn open(
-        data_dir: &Path,
-        busy_timeout: Duration,
+        (data_dir, segment_bytes): (&Path, u64),
         ids: Pool,
         lanes: Lanes,
     ) -> Result<(Self, Spool), StoreError> {
@@ -192,9 +196,21 @@ impl SpoolSink {
             path: data_dir.to_owned(),
             source,
         })?;
-        let log = Arc::new(IngestLog::open(data_dir, busy_timeout)?);
-        let reader = log.reader()?;
-        let (rows, highest) = reader.extent()?;
+        // What the previous run left: the readings past the last watermark it recorded.
+        let mut spooled = Vec::new();
+        let mut forwarded = 0;
+        let mut take = |entry: Entry| match entry {
+            Entry::Reading { .. } => spooled.push(entry.id()),
+            Entry::Consumed { through } => forwarded = through.max(forwarded),
+            Entry::Forget { .. } => {}
+        };
+        let log = IngestLog::open(data_dir, segment_bytes, &mut take)?;
+        adopt_legacy_log(data_dir, &log, &mut take)?;
+        let log = Arc::new(log);
+        spooled.retain(|&id| id > forwarded);
+        let rows = i64::try_from(spooled.len()).unwrap_or(i64::MAX);
+        let highest = spooled.last().copied().unwrap_or(0);
+        let reader = log.reader();
         if rows > 0 {
             tracing::info!(
                 rows,
@@ -203,8 +219,14 @@ impl SpoolSink {
         }
         let inbox = forward::inbox();
         let spool = Spool::new(rows, highest, inbox.0.clone());
-        let forwarder = Forwarder::start(Arc::clone(&log), reader, spool.clone(), lanes, inbox)?;
-        let sync = GroupSync::start(log.wal()?)?;
+        let forwarder = Forwarder::start(
+            Arc::clone(&log),
+            (reader, forwarded),
+            spool.clone(),
+            lanes,
+            inbox,
+        )?;
+        let sync = GroupSync::start()?;
         Ok((
             Self {
                 log,
@@ -212,6 +234,7 @@ impl SpoolSink {
                 spool: spool.clone(),
                 sync,
                 _forwarder: forwarder,
+                written: None,
             },
             spool,
         ))
@@ -239,21 +262,30 @@ impl ReadingSink for SpoolSink {
     /// Blocks the writer's thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await?;
-        self.log.append(batch)
+        self.written = Some(self.log.append(batch, to_micros(chrono::Utc::now()))?);
+        Ok(())
     }
 
     /// Once synced, the batch counts as spooled (reads of its devices wait for it) and the
     /// forwarder hears of it, before `then` answers its uploads.
     fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
+        let Some(segment) = self.written.take() else {
+            // Only a written batch is handed here; one that was not is not answered 201.
+            tracing::error!("a batch reported durable was not spooled");
+            return;
+        };
         let spooled: Vec<(DeviceUuid, i64)> = batch
             .iter()
             .map(|row| (row.device, i64::try_from(row.id.get()).unwrap_or(i64::MAX)))
             .collect();
         let spool = self.spool.clone();
-        self.sync.committed(Box::new(move || {
-            spool.spooled(&spooled);
-            then();
-        }));
+        self.sync.appended(
+            segment,
+            Box::new(move || {
+                spool.spooled(&spooled);
+                then();
+            }),
+        );
     }
 }
 

@@ -1,15 +1,13 @@
-//! The embedded store: one SQLite file in the data directory holds devices and readings, and a
-//! second one, the ingestion log (`ingest.db`, [`ingest`]), takes uploads in before the fold
-//! moves them into the first.
+//! The embedded store: one SQLite file in the data directory, `airq.db`, holds devices and
+//! readings; the ingestion log (`ingest/`, [`ingest_log`](crate::store::ingest_log)) takes
+//! uploads in before the fold ([`ingest`]) moves them into it.
 //!
-//! Both files run in WAL mode with `synchronous = FULL`, so a committed transaction survives a
-//! crash or a power loss — except the log's appends, which are synced behind their commit by a
-//! thread of their own ([`ingest`]); the batch writer acknowledges an upload only after that
-//! sync. Each file
-//! has one writer connection (SQLite allows one writer at a time anyway, and a single connection
-//! means our own writers never meet `SQLITE_BUSY`; `airq.db`'s attaches the log, for the fold),
-//! and `airq.db` a pool of readers, which WAL lets run beside it. Checkpoints (copying the WAL
-//! back into the database) of both files mostly run on a thread of their own, so
+//! `airq.db` runs in WAL mode with `synchronous = FULL`, so a committed transaction survives a
+//! crash or a power loss; the log's appends are synced behind them by a thread of their own, and
+//! the batch writer acknowledges an upload only after that sync. `airq.db` has one writer
+//! connection (SQLite allows one writer at a time anyway, and a single connection means our own
+//! writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
+//! Checkpoints (copying the WAL back into the database) mostly run on a thread of their own, so
 //! the commit that crosses SQLite's auto-checkpoint threshold finds little left to copy. That
 //! writer-side checkpoint stays on: only a checkpoint that completes between two write
 //! transactions lets the WAL restart from its beginning, which a background checkpoint racing a
@@ -29,11 +27,12 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use super::ingest_log::IngestLog;
 use super::StoreError;
 
 pub use device_store::SqliteDevices;
+pub(crate) use ingest::adopt_legacy_log;
 pub use ingest::{FoldConfig, SqliteReadingSink};
-pub(crate) use ingest::{GroupSync, IngestLog, LogReader};
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
@@ -69,7 +68,7 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
-    log: ingest::IngestLog,
+    log: IngestLog,
     unfolded: ingest::Unfolded,
     _checkpointer: Checkpointer,
 }
@@ -78,25 +77,30 @@ impl Sqlite {
     /// The database file's name inside the data directory.
     pub const FILE: &'static str = "airq.db";
 
-    /// Opens (creating when missing) the database in `data_dir` and applies the schema.
-    pub fn open(data_dir: &Path, busy_timeout: Duration) -> Result<Arc<Self>, StoreError> {
+    /// Opens (creating when missing) the database in `data_dir` and applies the schema; its
+    /// ingestion log starts a new segment file every `segment_bytes`.
+    pub fn open(
+        data_dir: &Path,
+        busy_timeout: Duration,
+        segment_bytes: u64,
+    ) -> Result<Arc<Self>, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
             path: data_dir.to_owned(),
             source,
         })?;
         let path = data_dir.join(Self::FILE);
-        let log = ingest::IngestLog::open(data_dir, busy_timeout)?;
         let mut writer = connect(&path, busy_timeout)?;
         migrate(&mut writer, SCHEMA)?;
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
-        attach_log(&writer, &log)?;
-        ingest::adopt_unlogged(&writer)?;
+        let folded = ingest::folded_id(&writer)?;
+        let mut recovery = ingest::Recovery::past(folded);
+        let log = IngestLog::open(data_dir, segment_bytes, |entry| recovery.take(entry))?;
+        ingest::adopt_legacy_log(data_dir, &log, |entry| recovery.take(entry))?;
+        ingest::adopt_unlogged(&writer, folded, &log, |entry| recovery.take(entry))?;
         rollup::derive_hours_at_start(&mut writer)?;
-        let unfolded = ingest::Unfolded::load(&writer)?;
-        let checkpointer = connect(&path, busy_timeout)?;
-        attach_log(&checkpointer, &log)?;
-        let checkpointer = Checkpointer::start(checkpointer)?;
+        let unfolded = ingest::Unfolded::new(folded, recovery.rows());
+        let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
         Ok(Arc::new(Self {
             path,
             busy_timeout,
@@ -109,7 +113,7 @@ impl Sqlite {
     }
 
     /// The ingestion log the batch writer appends to.
-    pub(crate) fn log(&self) -> &ingest::IngestLog {
+    pub(crate) fn log(&self) -> &IngestLog {
         &self.log
     }
 
@@ -251,35 +255,9 @@ fn migrate(connection: &mut Connection, schema: &[&str]) -> Result<(), StoreErro
     Ok(())
 }
 
-/// Makes the ingestion log readable on `connection` as the schema `log`.
-fn attach_log(connection: &Connection, log: &ingest::IngestLog) -> Result<(), StoreError> {
-    let path = log.path().to_string_lossy();
-    connection.execute("ATTACH DATABASE ?1 AS log", [path.as_ref()])?;
-    connection.pragma_update(
-        Some(rusqlite::DatabaseName::Attached("log")),
-        "synchronous",
-        "FULL",
-    )?;
-    Ok(())
-}
-
 fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
-    connect_with_pages(path, busy_timeout, None)
-}
-
-/// [`connect`], giving a database created by this call pages of `page_bytes` (an existing one
-/// keeps its own: SQLite fixes the page size when it writes the first page, here at switching to
-/// WAL).
-fn connect_with_pages(
-    path: &Path,
-    busy_timeout: Duration,
-    page_bytes: Option<i64>,
-) -> Result<Connection, StoreError> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(busy_timeout)?;
-    if let Some(bytes) = page_bytes {
-        connection.pragma_update(None, "page_size", bytes)?;
-    }
     connection.pragma_update(None, "journal_mode", "WAL")?;
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;

@@ -1,17 +1,19 @@
 //! The batch writer's sink: appends raw rows to the ingestion log and nothing else; once the
 //! group sync has made them durable they join the unfolded rows and the fold hears of them.
 
+use std::fs::File;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::Utc;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::fold::{FoldConfig, FoldNotices, Folder};
-use super::log;
-use super::sync::GroupSync;
-use super::{folded_id, LoggedRow, MAX_BACKLOG};
+use super::{folded_id, LoggedRow, Providers, MAX_BACKLOG, NEXT_ID};
 use crate::domain::{ReadingId, StoredReading};
-use crate::store::sqlite::Sqlite;
+use crate::store::ingest_log::GroupSync;
+use crate::store::sqlite::{to_micros, Sqlite};
 use crate::store::{ReadingSink, StoreError};
 
 /// How often a writer held back by a full backlog looks again.
@@ -28,18 +30,22 @@ pub struct SqliteReadingSink {
     folder: Folder,
     /// Tells the fold of synced rows, from the sync's thread.
     fold_notices: Arc<FoldNotices>,
+    /// The receive time and segment of the last batch written, for its `when_durable`.
+    written: Option<(i64, Arc<File>)>,
+    providers: Providers,
 }
 
 impl SqliteReadingSink {
     /// A sink continuing the stored id sequence, with its fold started.
     pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
+        let logged = db.log().highest();
         let next_id = db.write_blocking(|connection| {
-            Ok(log::next_id(connection, "main", "readings")?
-                .max(log::next_id(connection, "log", "log")?)
+            Ok(next_id(connection)?
+                .max(logged + 1)
                 .max(folded_id(connection)? + 1))
         })?;
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
-        let sync = GroupSync::start(db.log().wal()?)?;
+        let sync = GroupSync::start()?;
         let fold_notices = Arc::new(folder.notices(fold.rows.max(1)));
         Ok(Self {
             db,
@@ -47,6 +53,8 @@ impl SqliteReadingSink {
             sync,
             folder,
             fold_notices,
+            written: None,
+            providers: Providers::default(),
         })
     }
 
@@ -85,25 +93,54 @@ impl ReadingSink for SqliteReadingSink {
     /// Blocks the writer thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await;
-        self.db.log().append(batch)
+        let received_at = to_micros(Utc::now());
+        let segment = self.db.log().append(batch, received_at)?;
+        self.written = Some((received_at, segment));
+        Ok(())
     }
 
     /// Once synced, the rows join the unfolded ones (reads and the fold see them from then on),
     /// before `then` answers their uploads.
     fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
-        let rows: Vec<LoggedRow> = batch.iter().map(LoggedRow::of).collect();
+        let Some((received_at, segment)) = self.written.take() else {
+            // Only a written batch is handed here; one that was not is not answered 201.
+            tracing::error!("a batch reported durable was not written");
+            return;
+        };
+        let rows: Vec<LoggedRow> = batch
+            .iter()
+            .map(|stored| LoggedRow::of(stored, received_at, &mut self.providers))
+            .collect();
         let db = Arc::clone(&self.db);
         let fold = Arc::clone(&self.fold_notices);
-        self.sync.committed(Box::new(move || {
-            // Ids grow with the batch, so its last row has the highest.
-            let through = rows.last().map(|row| row.id);
-            db.unfolded().add(rows);
-            if let Some(through) = through {
-                fold.appended(through);
-            }
-            then();
-        }));
+        self.sync.appended(
+            segment,
+            Box::new(move || {
+                // Ids grow with the batch, so its last row has the highest.
+                let through = rows.last().map(|row| row.id);
+                db.unfolded().add(rows);
+                if let Some(through) = through {
+                    fold.appended(through);
+                }
+                then();
+            }),
+        );
     }
+}
+
+/// The next receipt id as `airq.db` knows it: past its id counter (from before the ingestion
+/// log, when deleting a device could take the highest ids away) and past the highest folded id.
+fn next_id(connection: &Connection) -> Result<i64, StoreError> {
+    let counter: Option<i64> = connection
+        .query_row(
+            "SELECT value FROM counters WHERE name = ?1",
+            [NEXT_ID],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let highest: Option<i64> =
+        connection.query_row("SELECT max(id) FROM readings", [], |row| row.get(0))?;
+    Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
 }
 
 /// The highest folded id as stored (for the fold's start).

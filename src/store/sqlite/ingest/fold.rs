@@ -4,7 +4,7 @@
 //! [`Unfolded`], which holds each committed row until it is folded) once [`FoldConfig::rows`] of
 //! them wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on
 //! the writer connection of `airq.db`, then prunes them from the log
-//! ([`IngestLog`](super::IngestLog));
+//! ([`IngestLog`](crate::store::ingest_log::IngestLog));
 //! appends go to the log meanwhile and never wait for a chunk. Folding many rows at once is
 //! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
@@ -209,17 +209,22 @@ fn fold_chunk(
     let Some(last) = rows.iter().map(|row| row.id).max() else {
         return Ok(None);
     };
-    // The raw rows as they are, in one statement; replaced ones are deleted below like folded ones.
-    let columns = &*super::log::RAW_COLUMNS;
-    transaction
-        .prepare_cached(&format!(
-            "INSERT INTO main.readings ({columns}) SELECT {columns} FROM log.log \
-             WHERE id > ?1 AND id <= ?2"
-        ))?
-        .execute(params![watermark, last])?;
+    // The raw rows as they are, in id order (appended to `readings`' B-tree); replaced ones are
+    // deleted below like folded ones.
+    let mut rows = rows;
+    rows.sort_unstable_by_key(|row| row.id);
+    let mut insert = transaction.prepare_cached(&format!(
+        "INSERT INTO main.readings ({}) VALUES ({})",
+        *super::RAW_COLUMNS,
+        crate::store::columns::placeholders(1, 5 + crate::domain::measure::COUNT + 5)
+    ))?;
+    for row in &rows {
+        row.bind(&mut insert)?;
+        insert.raw_execute()?;
+    }
+    drop(insert);
     // In key order, consecutive index writes land on the same or neighbouring pages. Rows of one
     // key keep their id order, so a later keyed row still replaces an earlier one.
-    let mut rows = rows;
     rows.sort_unstable_by_key(|row| (row.device, row.at, row.id));
     let mut find_key = transaction.prepare_cached(&format!(
         "SELECT b.id, {}, r.lat IS NOT NULL FROM readings_by_device b JOIN readings r ON r.id = b.id \

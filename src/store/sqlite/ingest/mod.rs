@@ -1,21 +1,21 @@
 //! Append first, index behind: how the embedded store takes readings in.
 //!
-//! The batch writer's commit only **appends** the raw rows to the ingestion log ([`IngestLog`],
-//! `ingest.db`, a file of its own so appends never wait for the fold's lock on `airq.db`); a
-//! thread of its own then syncs the log ([`GroupSync`]) while the writer appends the next batch,
-//! and only once that sync is done do the rows survive `kill -9` and power loss, become visible,
-//! and is the upload answered 201. Everything else is
-//! **folded** in behind, by a thread of its own, from the rows past the `folded_id` counter (the
-//! raw rows copied from the log, everything else derived from the same rows kept in memory), in
-//! large transactions: the raw rows into `readings`, the device index (`readings_by_device`),
-//! the quarter-hour, day and hour-of-day rollups, `device_latest`, and the replacement of a
-//! reading by a later one with the same (device, `measured_at`).
+//! The batch writer's write only **appends** the raw rows to the ingestion log
+//! ([`IngestLog`](crate::store::ingest_log), segment files in `ingest/` beside `airq.db`, so
+//! appends never wait for the fold's lock on `airq.db`); a thread of its own then syncs the
+//! log ([`GroupSync`]) while the writer appends the next batch, and only once that sync is done
+//! do the rows survive `kill -9` and power loss, become visible, and is the upload answered 201.
+//! Everything else is **folded** in behind, by a thread of its own, from the rows past the
+//! `folded_id` counter, kept in memory until folded ([`Unfolded`]), in large transactions: the
+//! raw rows into `readings`, the device index (`readings_by_device`), the quarter-hour, day and
+//! hour-of-day rollups, `device_latest`, and the replacement of a reading by a later one with
+//! the same (device, `measured_at`).
 //!
 //! The rules:
-//! - **Nothing acknowledged is lost.** A row is committed and synced to the log before its 201
-//!   (and before reads or the fold see it); the fold
-//!   moves the watermark in the same transaction as the rows it copied and what it derived, and
-//!   prunes the log only after that commit, so a crash anywhere leaves either the row unfolded in
+//! - **Nothing acknowledged is lost.** A row is appended and synced to the log before its 201
+//!   (and before reads or the fold see it); the fold moves the watermark in the same
+//!   transaction as the rows it wrote and what it derived, and the log drops a segment only once
+//!   the watermark has passed all of it, so a crash anywhere leaves either the row unfolded in
 //!   the log (folded at the next start) or folded and counted once.
 //! - **Reads are exact and fresh.** Every read runs in one SQLite read transaction and merges what
 //!   the fold has not reached yet ([`tail`]), kept in memory by device ([`Unfolded`]): rows past
@@ -28,23 +28,22 @@
 
 mod append;
 mod fold;
-mod log;
-mod sync;
+mod legacy;
 pub(super) mod tail;
 mod unfolded;
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
-use rusqlite::Row;
-
-use super::{device_bytes, read_device, read_values, to_micros};
+use super::{device_bytes, to_micros};
+use crate::domain::measure::COUNT;
 use crate::domain::{Measurements, StoredReading};
-use crate::store::{columns, StoreError};
+use crate::store::columns;
+use crate::store::ingest_log::{Entry, IngestLog};
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
-pub(crate) use log::{IngestLog, LogReader};
-pub(crate) use sync::GroupSync;
+pub(crate) use legacy::adopt_legacy_log;
+pub(super) use legacy::adopt_unlogged;
 pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while
@@ -54,11 +53,15 @@ pub(crate) use unfolded::Unfolded;
 pub(crate) const MAX_BACKLOG: i64 = 85_000;
 /// The counter holding the highest folded receipt id.
 const FOLDED_ID: &str = "folded_id";
+/// The counter holding the next receipt id where the highest ids may have been deleted (in
+/// `airq.db` before the ingestion log; the log's deletions carry it since).
+const NEXT_ID: &str = "next_reading_id";
 
-/// The columns of `readings` that [`LoggedRow::read`] reads, in its order.
-static LOGGED_COLUMNS: LazyLock<String> = LazyLock::new(|| {
+/// The raw columns of `readings`, in the order [`LoggedRow::bind`] binds them.
+pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "id, device, at, keyed, {}, lat, lon, location_provider",
+        "id, device, at, received_at, keyed, {}, pms_provider, temperature_provider, lat, lon, \
+         location_provider",
         columns::each(str::to_owned)
     )
 });
@@ -75,11 +78,37 @@ pub(super) struct LoggedRow {
     pub(super) values: Measurements,
     /// Latitude, longitude and provider.
     pub(super) location: Option<(f64, f64, String)>,
+    /// When it was appended, microseconds since the epoch.
+    pub(super) received_at: i64,
+    /// The sensor models, shared by the rows that name the same ([`Providers`]).
+    pub(super) providers: Arc<(String, String)>,
+}
+
+/// The sensor models of the rows last made, shared by the next rows that name the same: a fleet
+/// names few, and every unfolded row keeps them in memory.
+#[derive(Debug, Default)]
+pub(super) struct Providers(Option<Arc<(String, String)>>);
+
+impl Providers {
+    fn of(&mut self, stored: &StoredReading) -> Arc<(String, String)> {
+        let reading = &stored.reading;
+        match &self.0 {
+            Some(last)
+                if last.0 == reading.pms_provider && last.1 == reading.temperature_provider =>
+            {
+                Arc::clone(last)
+            }
+            _ => Arc::clone(self.0.insert(Arc::new((
+                reading.pms_provider.clone(),
+                reading.temperature_provider.clone(),
+            )))),
+        }
+    }
 }
 
 impl LoggedRow {
     /// The row a stored reading was appended as.
-    fn of(stored: &StoredReading) -> Self {
+    pub(super) fn of(stored: &StoredReading, received_at: i64, providers: &mut Providers) -> Self {
         Self {
             id: i64::try_from(stored.id.get()).unwrap_or(i64::MAX),
             device: device_bytes(stored.device),
@@ -91,27 +120,74 @@ impl LoggedRow {
                 .location
                 .as_ref()
                 .map(|location| (location.lat, location.lon, location.provider.clone())),
+            received_at,
+            providers: providers.of(stored),
         }
     }
 
-    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
-        let device = read_device(row, 1)?.unwrap_or_default();
-        let values = read_values(row, 4)?;
-        let next = 4 + crate::domain::measure::COUNT;
-        let lat: Option<f64> = row.get(next)?;
-        let lon: Option<f64> = row.get(next + 1)?;
-        let provider: Option<String> = row.get(next + 2)?;
-        Ok(Self {
-            id: row.get(0)?,
-            device,
-            at: row.get(2)?,
-            keyed: row.get::<_, i64>(3)? != 0,
-            values,
-            location: match (lat, lon, provider) {
-                (Some(lat), Some(lon), Some(provider)) => Some((lat, lon, provider)),
-                _ => None,
-            },
-        })
+    /// Binds the row to a statement over [`RAW_COLUMNS`].
+    fn bind(&self, statement: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
+        let location = self.location.as_ref();
+        statement.raw_bind_parameter(1, self.id)?;
+        statement.raw_bind_parameter(2, self.device.as_slice())?;
+        statement.raw_bind_parameter(3, self.at)?;
+        statement.raw_bind_parameter(4, self.received_at)?;
+        statement.raw_bind_parameter(5, i64::from(self.keyed))?;
+        super::bind_values(statement, 6, &self.values)?;
+        let next = 6 + COUNT;
+        statement.raw_bind_parameter(next, self.providers.0.as_str())?;
+        statement.raw_bind_parameter(next + 1, self.providers.1.as_str())?;
+        statement.raw_bind_parameter(next + 2, location.map(|l| l.0))?;
+        statement.raw_bind_parameter(next + 3, location.map(|l| l.1))?;
+        statement.raw_bind_parameter(next + 4, location.map(|l| l.2.as_str()))?;
+        Ok(())
+    }
+}
+
+/// The rows of the log past a watermark, gathered entry by entry as a scan of the log finds
+/// them, without the readings of devices deleted after they were logged.
+#[derive(Debug)]
+pub(super) struct Recovery {
+    folded: i64,
+    providers: Providers,
+    rows: Vec<LoggedRow>,
+}
+
+impl Recovery {
+    /// Gathers the rows past `folded`.
+    pub(super) fn past(folded: i64) -> Self {
+        Self {
+            folded,
+            providers: Providers::default(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Takes the log's next entry.
+    pub(super) fn take(&mut self, entry: Entry) {
+        match entry {
+            Entry::Reading {
+                stored,
+                received_at,
+            } => {
+                if i64::try_from(stored.id.get()).unwrap_or(i64::MAX) > self.folded {
+                    let row = LoggedRow::of(&stored, received_at, &mut self.providers);
+                    self.rows.push(row);
+                }
+            }
+            Entry::Forget { device, through } => {
+                self.rows
+                    .retain(|row| row.device != device || row.id > through);
+            }
+            // The fold's own watermark, in `airq.db`, is the one that counts.
+            Entry::Consumed { .. } => {}
+        }
+    }
+
+    /// The rows gathered, in id order.
+    pub(super) fn rows(mut self) -> Vec<LoggedRow> {
+        self.rows.sort_unstable_by_key(|row| row.id);
+        self.rows
     }
 }
 
@@ -120,24 +196,4 @@ pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i
     connection
         .prepare_cached("SELECT coalesce(max(value), 0) FROM counters WHERE name = ?1")?
         .query_row([FOLDED_ID], |row| row.get(0))
-}
-
-/// Moves rows past the watermark that a database from before the ingestion log holds in
-/// `readings` (appended, never folded) into the log, where the fold looks for them: copied in one
-/// transaction, deleted in the next, so a crash in between only repeats the copy.
-pub(super) fn adopt_unlogged(writer: &rusqlite::Connection) -> Result<(), StoreError> {
-    let folded = folded_id(writer)?;
-    let columns = &*log::RAW_COLUMNS;
-    let copied = writer.execute(
-        &format!(
-            "INSERT OR IGNORE INTO log.log ({columns}) SELECT {columns} FROM main.readings \
-             WHERE id > ?1"
-        ),
-        [folded],
-    )?;
-    if copied > 0 {
-        tracing::info!(rows = copied, "unfolded rows moved into the ingestion log");
-    }
-    writer.execute("DELETE FROM main.readings WHERE id > ?1", [folded])?;
-    Ok(())
 }

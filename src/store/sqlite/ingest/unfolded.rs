@@ -14,14 +14,14 @@
 //!   and never while a read is between taking its snapshot's watermark and copying rows: such a
 //!   read holds the read lock, so it sees every row past its watermark, either folded in its
 //!   snapshot or here.
-//! - **A restart rebuilds it** from the rows past the stored watermark ([`Unfolded::load`]).
+//! - **A restart rebuilds it** from the rows past the stored watermark ([`Unfolded::new`]).
 
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
-use super::{folded_id, LoggedRow, LOGGED_COLUMNS};
+use super::{folded_id, LoggedRow};
 use crate::store::StoreError;
 
 /// The unfolded rows of every device.
@@ -45,21 +45,13 @@ struct Inner {
 }
 
 impl Unfolded {
-    /// The rows past the stored watermark (those a crash or a shutdown left unfolded), from the
-    /// ingestion log attached to `connection`.
-    pub(crate) fn load(connection: &Connection) -> Result<Self, StoreError> {
-        let folded = folded_id(connection)?;
-        let rows: Vec<LoggedRow> = connection
-            .prepare(&format!(
-                "SELECT {} FROM log.log WHERE id > ?1 ORDER BY id",
-                *LOGGED_COLUMNS
-            ))?
-            .query_map(params![folded], LoggedRow::read)?
-            .collect::<Result<_, _>>()?;
+    /// The rows past the watermark `folded` (those a crash or a shutdown left unfolded), in id
+    /// order, as the ingestion log held them at the start.
+    pub(in crate::store::sqlite) fn new(folded: i64, rows: Vec<LoggedRow>) -> Self {
         let unfolded = Self::default();
         unfolded.write().folded = folded;
         unfolded.add(rows);
-        Ok(unfolded)
+        unfolded
     }
 
     /// Adds durable rows (in id order), except those a device's deletion took out of the log
@@ -176,6 +168,8 @@ mod tests {
             keyed: false,
             values: Measurements::default(),
             location: None,
+            received_at: id,
+            providers: std::sync::Arc::default(),
         }
     }
 

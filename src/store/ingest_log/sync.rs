@@ -1,29 +1,25 @@
-//! Group sync: the ingestion log's commits are made durable by a thread of their own, so the
-//! batch writer appends batch *n + 1* while batch *n* syncs.
+//! Group sync: the log's appends are made durable by a thread of their own, so the batch writer
+//! appends batch *n + 1* while batch *n* syncs.
 //!
-//! Why: with `synchronous = FULL`, SQLite commits and syncs in one call, and the batch writer,
-//! the one serial stage of ingestion, waited for every `fdatasync` before it could gather the
-//! next batch (a flush of 18 single uploads: 0.52 ms, of which the sync was about a third). The
-//! log's appending connection now runs with `synchronous = NORMAL`, which in WAL mode keeps the
-//! file consistent across power loss (the WAL is synced before every checkpoint, the database
-//! after it, the WAL's header when it restarts) but does not sync a commit; this thread syncs the
-//! WAL file after commits instead, one `fdatasync` for every commit made since the last one began.
+//! Why: the batch writer is the one serial stage of ingestion; waiting for every `fdatasync`
+//! before gathering the next batch made the sync's time a share of every batch's. An append
+//! returns once its bytes are written (to the page cache); this thread then syncs the segment
+//! they went to, one `fdatasync` for every append registered since the last one began.
 //!
 //! The rules:
-//! - **Durable before acknowledged.** A commit's `then` runs only after an `fdatasync` of the WAL
-//!   that began after the commit had written its frames; that is where the uploads are answered
-//!   and the rows become visible to reads and to the fold, so nothing not durable is ever shown or
-//!   folded. Recovery after power loss keeps a prefix of the WAL's commits (its frames are
-//!   checksummed in a chain), so an unsynced later commit cannot take an earlier one with it.
-//! - **In commit order.** `then`s run on this thread in the order their commits were registered.
+//! - **Durable before acknowledged.** An append's `then` runs only after an `fdatasync` of its
+//!   segment that began after the append had written its bytes; that is where the uploads are
+//!   answered and the rows become visible to reads and to the fold, so nothing not durable is
+//!   ever shown or folded. A scan after a power loss keeps the entries up to the first one that
+//!   did not reach the disk whole, and an append is answered only once everything before it is
+//!   synced too, so no answered entry is ever behind a lost one.
+//! - **In append order.** `then`s run on this thread in the order their appends were registered.
 //! - **A failed sync stops the process.** After a failed `fdatasync` the kernel may have dropped
 //!   the unwritten pages and a retry can report success for data never written, so nothing of the
 //!   batches waiting could be answered truthfully either way (PostgreSQL panics for the same
 //!   reason). The process aborts: uploads in flight get no answer, and the next start recovers
 //!   whatever the disk holds.
 //! - **Drop drains.** Dropping the handle syncs and runs every `then` registered before it.
-//! - The WAL file is the same one for the process's lifetime: SQLite deletes it only when its last
-//!   connection closes, and the log's own connection lives as long as the log.
 
 use std::fs::File;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -31,7 +27,7 @@ use std::thread::JoinHandle;
 
 use crate::store::StoreError;
 
-/// What runs once a commit is durable.
+/// What runs once an append is durable.
 pub(crate) type Then = Box<dyn FnOnce() + Send>;
 
 /// The syncing thread; stops after syncing everything registered when dropped.
@@ -49,8 +45,8 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// Commits made and not synced yet, oldest first.
-    waiting: Vec<Then>,
+    /// Appends made and not synced yet, oldest first, with the segment each went to.
+    waiting: Vec<(Arc<File>, Then)>,
     stop: bool,
 }
 
@@ -65,13 +61,13 @@ impl std::fmt::Debug for State {
 }
 
 impl GroupSync {
-    /// Starts syncing `wal`, the write-ahead log of the ingestion log.
-    pub(crate) fn start(wal: File) -> Result<Self, StoreError> {
+    /// Starts the syncing thread.
+    pub(crate) fn start() -> Result<Self, StoreError> {
         let shared = Arc::new(Shared::default());
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("airq-log-sync".into())
-            .spawn(move || run(&thread_shared, &wal))
+            .spawn(move || run(&thread_shared))
             .map_err(StoreError::Thread)?;
         Ok(Self {
             shared,
@@ -79,10 +75,10 @@ impl GroupSync {
         })
     }
 
-    /// Registers a commit that has just returned: `then` runs once it is durable.
-    pub(crate) fn committed(&self, then: Then) {
+    /// Registers an append to `segment` that has just returned: `then` runs once it is durable.
+    pub(crate) fn appended(&self, segment: Arc<File>, then: Then) {
         let mut state = self.shared.lock();
-        state.waiting.push(then);
+        state.waiting.push((segment, then));
         drop(state);
         self.shared.wake.notify_one();
     }
@@ -106,7 +102,7 @@ impl Drop for GroupSync {
     }
 }
 
-fn run(shared: &Shared, wal: &File) {
+fn run(shared: &Shared) {
     loop {
         let due = {
             let mut state = shared.lock();
@@ -121,11 +117,19 @@ fn run(shared: &Shared, wal: &File) {
             }
             std::mem::take(&mut state.waiting)
         };
-        if let Err(error) = wal.sync_data() {
-            tracing::error!(%error, "syncing the ingestion log failed; stopping the process so that no upload is acknowledged that the disk may not hold");
-            std::process::abort();
+        // Appends go to one segment until it is full: usually one sync, two across a switch.
+        let mut synced: Option<&Arc<File>> = None;
+        for (segment, _) in &due {
+            if synced.is_some_and(|last| Arc::ptr_eq(last, segment)) {
+                continue;
+            }
+            if let Err(error) = segment.sync_data() {
+                tracing::error!(%error, "syncing the ingestion log failed; stopping the process so that no upload is acknowledged that the disk may not hold");
+                std::process::abort();
+            }
+            synced = Some(segment);
         }
-        for then in due {
+        for (_, then) in due {
             then();
         }
     }
@@ -138,23 +142,26 @@ mod tests {
 
     use super::*;
 
-    fn wal() -> (tempfile::TempDir, File) {
+    fn segment() -> (tempfile::TempDir, Arc<File>) {
         let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temporary dir: {error}"));
-        let file = File::create(dir.path().join("wal"))
+        let file = File::create(dir.path().join("segment"))
             .unwrap_or_else(|error| panic!("a file to sync: {error}"));
-        (dir, file)
+        (dir, Arc::new(file))
     }
 
     #[test]
-    fn every_registered_commit_is_answered_in_commit_order() {
-        let (_dir, file) = wal();
-        let sync = GroupSync::start(file).unwrap_or_else(|error| panic!("{error}"));
+    fn every_registered_append_is_answered_in_append_order() {
+        let (_dir, file) = segment();
+        let sync = GroupSync::start().unwrap_or_else(|error| panic!("{error}"));
         let (done, answers) = mpsc::channel();
-        for commit in 0..100 {
+        for append in 0..100 {
             let done = done.clone();
-            sync.committed(Box::new(move || {
-                let _ = done.send(commit);
-            }));
+            sync.appended(
+                Arc::clone(&file),
+                Box::new(move || {
+                    let _ = done.send(append);
+                }),
+            );
         }
         drop(done);
         drop(sync);
@@ -167,12 +174,15 @@ mod tests {
 
     #[test]
     fn dropping_the_sync_answers_what_was_registered_before() {
-        let (_dir, file) = wal();
-        let sync = GroupSync::start(file).unwrap_or_else(|error| panic!("{error}"));
+        let (_dir, file) = segment();
+        let sync = GroupSync::start().unwrap_or_else(|error| panic!("{error}"));
         let (done, answers) = mpsc::channel();
-        sync.committed(Box::new(move || {
-            let _ = done.send(());
-        }));
+        sync.appended(
+            file,
+            Box::new(move || {
+                let _ = done.send(());
+            }),
+        );
         drop(sync);
 
         assert_eq!(answers.try_recv(), Ok(()));

@@ -1,0 +1,202 @@
+//! The log's files: numbered segments, written from their start, read back frame by frame.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::record::{self, Entry, Frame};
+use crate::store::StoreError;
+
+/// Bytes read from a segment at a time.
+const READ_BYTES: usize = 1024 * 1024;
+
+/// A segment file of the log.
+#[derive(Debug)]
+pub(super) struct Segment {
+    /// Its number: its name, and the seed of its frames' checksums.
+    pub(super) number: u64,
+    pub(super) path: PathBuf,
+    pub(super) file: Arc<File>,
+    /// The highest receipt id among its entries (0 while it has none).
+    pub(super) last_id: i64,
+}
+
+/// The file name of segment `number`.
+pub(super) fn name(number: u64) -> String {
+    format!("{number:020}.log")
+}
+
+/// The file name of a spare (a pruned segment kept for reuse), by the number it last had.
+pub(super) fn spare_name(number: u64) -> String {
+    format!("{number:020}.spare")
+}
+
+/// The files of a log's directory.
+#[derive(Debug, Default)]
+pub(super) struct Listing {
+    /// The segments by number, in order.
+    pub(super) segments: Vec<(u64, PathBuf)>,
+    pub(super) spares: Vec<PathBuf>,
+}
+
+/// The segments and the spares in `dir`.
+pub(super) fn list(dir: &Path) -> Result<Listing, StoreError> {
+    let failed = |source| StoreError::File {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut segments = Vec::new();
+    let mut spares = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let path = entry.map_err(failed)?.path();
+        let (Some(stem), Some(extension)) = (
+            path.file_stem().and_then(|stem| stem.to_str()),
+            path.extension().and_then(|extension| extension.to_str()),
+        ) else {
+            continue;
+        };
+        match (stem.parse::<u64>(), extension) {
+            (Ok(number), "log") => segments.push((number, path)),
+            (Ok(_), "spare") => spares.push(path),
+            _ => {}
+        }
+    }
+    segments.sort_unstable();
+    spares.sort_unstable();
+    Ok(Listing { segments, spares })
+}
+
+/// Opens a file for reading and writing.
+pub(super) fn open(path: &Path) -> Result<File, StoreError> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|source| StoreError::File {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Makes the directory's entries (a segment's name) durable.
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|source| StoreError::File {
+            path: dir.to_owned(),
+            source,
+        })
+}
+
+/// Reads a segment's entries in order, from a position on, as far as they go.
+#[derive(Debug)]
+pub(super) struct Frames {
+    number: u64,
+    /// The file offset of the next frame.
+    offset: u64,
+    /// Bytes read from `buffer_at` on.
+    buffer: Vec<u8>,
+    buffer_at: u64,
+}
+
+impl Frames {
+    pub(super) fn new(number: u64, offset: u64) -> Self {
+        Self {
+            number,
+            offset,
+            buffer: Vec::new(),
+            buffer_at: offset,
+        }
+    }
+
+    pub(super) fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The next entry of `file`, or `None` where its entries end (for now: the writer may
+    /// add more; the next call looks again).
+    pub(super) fn next(&mut self, file: &File, path: &Path) -> Result<Option<Entry>, StoreError> {
+        // What was read before this call may be older than what the writer has added since.
+        let mut fresh = false;
+        loop {
+            let start = usize::try_from(self.offset - self.buffer_at).unwrap_or(usize::MAX);
+            let bytes = self.buffer.get(start..).unwrap_or_default();
+            let needed = match record::frame(bytes, self.number) {
+                Frame::Whole(length) => {
+                    let entry = record::decode(record::body(&bytes[..length]))?;
+                    self.offset += length as u64;
+                    return Ok(Some(entry));
+                }
+                Frame::End if fresh => return Ok(None),
+                Frame::End => record::HEADER,
+                Frame::Short(needed) => needed,
+            };
+            if !self.fill(file, path, needed)? {
+                return Ok(None);
+            }
+            fresh = true;
+        }
+    }
+
+    /// Reads at least `needed` bytes (more when there are) from the next frame on; `false` when
+    /// the file holds fewer.
+    fn fill(&mut self, file: &File, path: &Path, needed: usize) -> Result<bool, StoreError> {
+        let wanted = needed.max(READ_BYTES);
+        self.buffer.clear();
+        self.buffer.resize(wanted, 0);
+        self.buffer_at = self.offset;
+        let mut read = 0;
+        while read < wanted {
+            match file.read_at(&mut self.buffer[read..], self.offset + read as u64) {
+                Ok(0) => break,
+                Ok(count) => read += count,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(StoreError::File {
+                        path: path.to_owned(),
+                        source,
+                    })
+                }
+            }
+        }
+        self.buffer.truncate(read);
+        Ok(read >= needed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ingest_log::record::tests::reading;
+
+    #[test]
+    fn frames_are_read_across_buffer_ends_and_stop_at_the_end_of_the_entries() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let path = dir.path().join(name(3));
+        let mut bytes = Vec::new();
+        let count = 20_000;
+        for id in 1..=count {
+            record::put_reading(&mut bytes, 3, &reading(id, id % 3 == 0), 0)
+                .unwrap_or_else(|error| panic!("{error}"));
+        }
+        assert!(bytes.len() > 2 * READ_BYTES, "spans several reads");
+        bytes.extend_from_slice(&[0; 100]);
+        std::fs::write(&path, &bytes).unwrap_or_else(|error| panic!("{error}"));
+        let file = File::open(&path).unwrap_or_else(|error| panic!("{error}"));
+
+        let mut frames = Frames::new(3, 0);
+        let mut ids = Vec::new();
+        while let Some(entry) = frames.next(&file, &path).unwrap_or(None) {
+            ids.push(entry.id());
+        }
+
+        assert_eq!(ids, (1..=count as i64).collect::<Vec<_>>());
+        assert!(
+            frames.next(&file, &path).unwrap_or(None).is_none(),
+            "and stay there"
+        );
+    }
+}
