@@ -335,13 +335,22 @@ async fn ids_after_deleting_the_newest_readings(fold_rows: i64) {
     let mut app = app;
     let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
     app.stop().await;
-    let app = TestApp::spawn_in(data_dir, |_| {}).await;
+    let mut app = TestApp::spawn_in(data_dir, |_| {}).await;
     let next = app.upload_ok(&kept, &sample()).await["id"]
         .as_u64()
         .expect("receipt id");
     assert!(
         next > highest,
         "receipt id {next} after a restart reuses one up to {highest}"
+    );
+    // Everything folded at the stop: the deleted device's readings did not come back with the
+    // restart, wherever they were when it was deleted.
+    let data_dir = std::mem::replace(&mut app.data_dir, tempfile::tempdir().expect("temp dir"));
+    app.stop().await;
+    assert_eq!(
+        crate::common::stored_sqlite_ids(data_dir.path()).len(),
+        2,
+        "the kept device's two readings"
     );
 }
 
