@@ -23,9 +23,10 @@
 //!   (the forwarder) can tell after a restart which of the rows still there it had done.
 //! - **Ids only grow, also across restarts.** A scan reports every id it passes, deletions'
 //!   included, so the next id can be past all of them ([`IngestLog::highest`]).
-//! - **Each start appends to a new segment.** Past a crash's torn frame, the last segment may
-//!   still hold frames of unanswered appends; writing after them again could join such a frame to
-//!   the entries. A new segment leaves them unread for good.
+//! - **Each start appends to a new segment, and numbers are never reused.** Past a crash's torn
+//!   frame, the last segment may still hold frames of unanswered appends; writing after them
+//!   again could join such a frame to the entries. A new number leaves them unread for good.
+//!   Segments without a single entry are dropped at the start.
 //! - **Segment files are reused.** A pruned segment is kept (up to [`SPARES`]) and renamed to
 //!   the next number when the appended one is full: overwriting a file's blocks needs no change
 //!   of its size, so its syncs write no metadata. Its old frames fail the checksum under the new
@@ -68,6 +69,9 @@ struct State {
     /// Oldest first; appends go to the last.
     segments: VecDeque<Segment>,
     spares: Vec<PathBuf>,
+    /// The number of the next segment: numbers are never reused, so no frame of an earlier
+    /// life of a number can follow the frames of a new one.
+    next_number: u64,
     /// Where the next append goes in the last segment.
     position: u64,
     /// The highest id appended or scanned, deletions' included.
@@ -98,21 +102,28 @@ impl IngestLog {
             })?;
             segment::sync_dir(data_dir)?;
         }
-        let (segments, highest) = scan(&dir, each)?;
+        let scanned = scan(&dir, each)?;
         let spares = segment::list(&dir)?.spares;
         let log = Self {
             dir,
             segment_bytes,
             state: Mutex::new(State {
-                segments,
+                segments: scanned.segments,
                 spares,
+                next_number: scanned.last_number + 1,
                 position: 0,
-                highest,
+                highest: scanned.highest,
                 consumed: 0,
                 buffer: Vec::new(),
             }),
         };
-        log.next_segment(&mut log.lock())?;
+        let mut state = log.lock();
+        // Segments without an entry hold nothing (a start that appended nothing left them).
+        for (number, path) in scanned.empty {
+            log.retire(&mut state, path, number)?;
+        }
+        log.next_segment(&mut state)?;
+        drop(state);
         Ok(log)
     }
 
@@ -209,20 +220,24 @@ impl IngestLog {
             let Some(oldest) = state.segments.pop_front() else {
                 break;
             };
-            let kept = state.spares.len() < SPARES;
-            let dropped = if kept {
-                let spare = self.dir.join(segment::spare_name(oldest.number));
-                std::fs::rename(&oldest.path, &spare).map(|()| state.spares.push(spare))
-            } else {
-                std::fs::remove_file(&oldest.path)
-            };
-            if let Err(source) = dropped {
-                let path = oldest.path.clone();
+            if let Err(error) = self.retire(&mut state, oldest.path.clone(), oldest.number) {
                 state.segments.push_front(oldest);
-                return Err(StoreError::File { path, source });
+                return Err(error);
             }
         }
         Ok(())
+    }
+
+    /// Keeps the file of a dropped segment for reuse (as the spare of `number`), or deletes it
+    /// when enough are kept.
+    fn retire(&self, state: &mut State, path: PathBuf, number: u64) -> Result<(), StoreError> {
+        let dropped = if state.spares.len() < SPARES {
+            let spare = self.dir.join(segment::spare_name(number));
+            std::fs::rename(&path, &spare).map(|()| state.spares.push(spare))
+        } else {
+            std::fs::remove_file(&path)
+        };
+        dropped.map_err(|source| StoreError::File { path, source })
     }
 
     /// A reader of the log's readings in id order, from its oldest segment on.
@@ -253,7 +268,7 @@ impl IngestLog {
 
     /// Starts the next segment: a spare renamed, or a new file; its name synced.
     fn next_segment(&self, state: &mut State) -> Result<(), StoreError> {
-        let number = state.segments.back().map_or(1, |last| last.number + 1);
+        let number = state.next_number;
         let path = self.dir.join(segment::name(number));
         if let Some(spare) = state.spares.last() {
             std::fs::rename(spare, &path).map_err(|source| StoreError::File {
@@ -264,6 +279,7 @@ impl IngestLog {
         }
         let file = segment::open(&path)?;
         segment::sync_dir(&self.dir)?;
+        state.next_number += 1;
         state.segments.push_back(Segment {
             number,
             path,
@@ -323,11 +339,27 @@ pub fn unconsumed(data_dir: &Path) -> Result<(Vec<StoredReading>, i64), StoreErr
     Ok((readings, consumed))
 }
 
-/// Reads every segment in `dir` to the end of its entries: the segments, and the highest id.
-fn scan(dir: &Path, mut each: impl FnMut(Entry)) -> Result<(VecDeque<Segment>, i64), StoreError> {
+/// What a scan of a log's directory found.
+struct Scanned {
+    /// The segments with entries, oldest first.
+    segments: VecDeque<Segment>,
+    /// The segments without any, by number.
+    empty: Vec<(u64, PathBuf)>,
+    /// The highest id among the entries.
+    highest: i64,
+    /// The highest segment number, of either kind (0 when none).
+    last_number: u64,
+}
+
+/// Reads every segment in `dir` to the end of its entries.
+fn scan(dir: &Path, mut each: impl FnMut(Entry)) -> Result<Scanned, StoreError> {
     let listed = segment::list(dir)?.segments;
-    let mut segments = VecDeque::with_capacity(listed.len());
-    let mut highest = 0;
+    let mut scanned = Scanned {
+        segments: VecDeque::with_capacity(listed.len()),
+        empty: Vec::new(),
+        highest: 0,
+        last_number: listed.last().map_or(0, |(number, _)| *number),
+    };
     for (number, path) in listed {
         // Read only (a check beside the server must not create a segment the server just
         // dropped); the server appends only to segments it starts itself.
@@ -337,20 +369,25 @@ fn scan(dir: &Path, mut each: impl FnMut(Entry)) -> Result<(VecDeque<Segment>, i
             Err(source) => return Err(StoreError::File { path, source }),
         };
         let mut frames = Frames::new(number, 0);
-        let mut last_id = 0;
+        let (mut entries, mut last_id) = (0_usize, 0);
         while let Some(entry) = frames.next(&file, &path)? {
+            entries += 1;
             last_id = last_id.max(entry.id());
             each(entry);
         }
-        highest = highest.max(last_id);
-        segments.push_back(Segment {
+        if entries == 0 {
+            scanned.empty.push((number, path));
+            continue;
+        }
+        scanned.highest = scanned.highest.max(last_id);
+        scanned.segments.push_back(Segment {
             number,
             path,
             file: Arc::new(file),
             last_id,
         });
     }
-    Ok((segments, highest))
+    Ok(scanned)
 }
 
 /// Reads the log's readings in the order they were appended, continuing where it left off (for

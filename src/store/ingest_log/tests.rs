@@ -126,6 +126,22 @@ fn consumed_segments_are_pruned_and_reused_without_their_old_entries() {
 }
 
 #[test]
+fn starts_that_append_nothing_leave_no_segments_behind() {
+    let (dir, log) = opened(SEGMENT_BYTES);
+    append(&log, &batch(1..=2));
+    drop(log);
+    for _ in 0..10 {
+        drop(reopened(dir.path(), SEGMENT_BYTES));
+    }
+    let (segments, spares) = segment_files(dir.path());
+    assert_eq!(segments, 2, "the one with entries and the one started last");
+    assert!(spares <= SPARES);
+
+    let (_, entries) = reopened(dir.path(), SEGMENT_BYTES);
+    assert_eq!(ids(&entries), vec![1, 2]);
+}
+
+#[test]
 fn the_segment_appended_to_is_never_pruned() {
     let (dir, log) = opened(SEGMENT_BYTES);
     append(&log, &batch(1..=3));

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::fold::{FoldConfig, FoldNotices, Folder};
-use super::{folded_id, LoggedRow, Providers, MAX_BACKLOG, NEXT_ID};
+use super::{folded_id, next_id_counter, LoggedRow, Providers, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::ingest_log::GroupSync;
 use crate::store::sqlite::{to_micros, Sqlite};
@@ -131,13 +131,7 @@ impl ReadingSink for SqliteReadingSink {
 /// The next receipt id as `airq.db` knows it: past its id counter (from before the ingestion
 /// log, when deleting a device could take the highest ids away) and past the highest folded id.
 fn next_id(connection: &Connection) -> Result<i64, StoreError> {
-    let counter: Option<i64> = connection
-        .query_row(
-            "SELECT value FROM counters WHERE name = ?1",
-            [NEXT_ID],
-            |row| row.get(0),
-        )
-        .optional()?;
+    let counter = next_id_counter(connection)?;
     let highest: Option<i64> =
         connection.query_row("SELECT max(id) FROM readings", [], |row| row.get(0))?;
     Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))

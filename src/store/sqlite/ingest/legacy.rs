@@ -11,9 +11,9 @@
 
 use std::path::Path;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
-use super::{Entry, IngestLog, NEXT_ID, RAW_COLUMNS};
+use super::{next_id_counter, Entry, IngestLog, RAW_COLUMNS};
 use crate::domain::measure::COUNT;
 use crate::domain::{DeviceUuid, Location, Reading, ReadingId, StoredReading};
 use crate::store::sqlite::{from_micros, read_device, read_values};
@@ -37,14 +37,7 @@ pub(crate) fn adopt_legacy_log(
     }
     let connection = Connection::open(&path)?;
     let adopted = adopt(&connection, "log", log.highest(), log, &mut each)?;
-    let counter: Option<i64> = connection
-        .query_row(
-            "SELECT value FROM counters WHERE name = ?1",
-            [NEXT_ID],
-            |row| row.get(0),
-        )
-        .optional()?;
-    if let Some(next) = counter.filter(|&next| next - 1 > log.highest()) {
+    if let Some(next) = next_id_counter(&connection)?.filter(|&next| next - 1 > log.highest()) {
         each(log.reserve_ids(next - 1)?);
     }
     log.sync()?;

@@ -191,6 +191,19 @@ impl Recovery {
     }
 }
 
+/// The next receipt id as the id counter of `connection`'s `counters` holds it, if it does (see
+/// [`NEXT_ID`]).
+fn next_id_counter(connection: &rusqlite::Connection) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension as _;
+    connection
+        .query_row(
+            "SELECT value FROM counters WHERE name = ?1",
+            [NEXT_ID],
+            |row| row.get(0),
+        )
+        .optional()
+}
+
 /// The highest folded receipt id.
 pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i64> {
     connection
