@@ -93,6 +93,9 @@ async fn a_restart_holds_back_nothing_questdb_had_already_taken() {
     let app = behind(&relay).await;
     let device = app.register_named("alice", "Balcony").await;
     upload_ids(&app, &device, 3).await;
+    // Read by this process, the readings are applied in QuestDB (the next one reads without
+    // waiting for any of its own).
+    assert_eq!(sample_count(&app, &device).await, 3);
     crate::common::wait_for_empty_spool(app.data_dir.path()).await;
 
     // The readings may still be in the spool's files; the forwarder's watermark says they went.
