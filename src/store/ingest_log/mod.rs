@@ -103,14 +103,15 @@ impl IngestLog {
             segment::sync_dir(data_dir)?;
         }
         let scanned = scan(&dir, each)?;
-        let spares = segment::list(&dir)?.spares;
+        // A spare's old frames must not be valid under its next number either.
+        let listing = segment::list(&dir)?;
         let log = Self {
             dir,
             segment_bytes,
             state: Mutex::new(State {
                 segments: scanned.segments,
-                spares,
-                next_number: scanned.last_number + 1,
+                spares: listing.spares,
+                next_number: listing.last_number + 1,
                 position: 0,
                 highest: scanned.highest,
                 consumed: 0,
@@ -347,8 +348,6 @@ struct Scanned {
     empty: Vec<(u64, PathBuf)>,
     /// The highest id among the entries.
     highest: i64,
-    /// The highest segment number, of either kind (0 when none).
-    last_number: u64,
 }
 
 /// Reads every segment in `dir` to the end of its entries.
@@ -358,7 +357,6 @@ fn scan(dir: &Path, mut each: impl FnMut(Entry)) -> Result<Scanned, StoreError> 
         segments: VecDeque::with_capacity(listed.len()),
         empty: Vec::new(),
         highest: 0,
-        last_number: listed.last().map_or(0, |(number, _)| *number),
     };
     for (number, path) in listed {
         // Read only (a check beside the server must not create a segment the server just

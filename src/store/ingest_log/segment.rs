@@ -38,6 +38,8 @@ pub(super) struct Listing {
     /// The segments by number, in order.
     pub(super) segments: Vec<(u64, PathBuf)>,
     pub(super) spares: Vec<PathBuf>,
+    /// The highest number a segment or a spare was named by (0 when none).
+    pub(super) last_number: u64,
 }
 
 /// The segments and the spares in `dir`.
@@ -58,13 +60,23 @@ pub(super) fn list(dir: &Path) -> Result<Listing, StoreError> {
         };
         match (stem.parse::<u64>(), extension) {
             (Ok(number), "log") => segments.push((number, path)),
-            (Ok(_), "spare") => spares.push(path),
+            (Ok(number), "spare") => spares.push((number, path)),
             _ => {}
         }
     }
     segments.sort_unstable();
     spares.sort_unstable();
-    Ok(Listing { segments, spares })
+    let last_number = segments
+        .iter()
+        .chain(&spares)
+        .map(|(number, _)| *number)
+        .max()
+        .unwrap_or(0);
+    Ok(Listing {
+        segments,
+        spares: spares.into_iter().map(|(_, path)| path).collect(),
+        last_number,
+    })
 }
 
 /// Opens a file for reading and writing.

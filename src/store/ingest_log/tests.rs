@@ -215,3 +215,28 @@ fn the_reader_goes_on_where_it_left_off_across_segments() {
     assert_eq!(rest, (28..=40).collect::<Vec<_>>());
     assert!(reader.after(40, 100).unwrap_or_default().is_empty());
 }
+
+#[test]
+fn a_reused_file_never_takes_a_number_it_had_before() {
+    let (dir, log) = opened(500);
+    for id in 1..=5 {
+        append(&log, &batch(id..=id));
+    }
+    log.prune(5).unwrap_or_else(|error| panic!("{error}"));
+    drop(log);
+    // Segment 1 is a spare now; with no segment left beside it, a new number must still be
+    // past it, or its old frames would count again under their own number.
+    let listing =
+        segment::list(&dir.path().join(IngestLog::DIR)).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(listing.spares.len(), 1);
+    for (_, path) in listing.segments {
+        std::fs::remove_file(path).unwrap_or_else(|error| panic!("{error}"));
+    }
+
+    let (log, entries) = reopened(dir.path(), 500);
+    assert!(ids(&entries).is_empty());
+    append(&log, &batch(41..=41));
+    drop(log);
+    let (_, entries) = reopened(dir.path(), 500);
+    assert_eq!(ids(&entries), vec![41]);
+}
