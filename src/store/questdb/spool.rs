@@ -5,9 +5,9 @@
 //! ten milliseconds whatever the batch's size (`bench/RESULTS.md`), which bounds what a process
 //! can take in. With it, the batch writer's one sink ([`SpoolSink`]) appends each batch to the
 //! ingestion log in the data directory (`ingest/`, [`IngestLog`] — the embedded store's, the
-//! same format, synced the same way) and answers; the [`Forwarder`](super::forward) sends what was appended
-//! on to QuestDB in batches as large as the backlog, and deletes it from the spool once QuestDB
-//! acknowledged it.
+//! same format, synced the same way) and answers; the [`Forwarder`](super::forward) sends what
+//! was appended on to QuestDB in batches as large as the backlog, records in the log how far
+//! QuestDB acknowledged it, and drops each segment QuestDB acknowledged all of.
 //!
 //! The rules:
 //! - **Durable before acknowledged.** A 201 means the reading is appended to the spool and the
