@@ -314,8 +314,8 @@ impl ReadingStore for SqliteReadings {
                 }
                 transaction.commit()?;
                 // Under the writer lock, which the fold holds too: it takes its rows from memory,
-                // and must find this device's gone from there as from the log (also those still
-                // syncing, which join the memory later).
+                // and must find this device's gone from there as a scan of the log would (also
+                // those still syncing, which join the memory later).
                 db.unfolded().forget_device(device, logged_through);
                 Ok(())
             })

@@ -54,8 +54,8 @@ impl Unfolded {
         unfolded
     }
 
-    /// Adds durable rows (in id order), except those a device's deletion took out of the log
-    /// after their commit.
+    /// Adds durable rows (in id order), except those of a device deleted after they were
+    /// appended.
     pub(super) fn add(&self, rows: impl IntoIterator<Item = LoggedRow>) {
         let mut inner = self.write();
         let inner = &mut *inner;
@@ -119,8 +119,8 @@ impl Unfolded {
     }
 
     /// Forgets every row of a deleted device, also those with ids up to `through` (the highest
-    /// id the log held when the device's rows were deleted from it) that are added later: they
-    /// were committed before that deletion and synced after it.
+    /// id the log held when the deletion was logged) that are added later: they were appended
+    /// before that deletion and synced after it.
     pub(crate) fn forget_device(&self, device: [u8; 16], through: i64) {
         let mut inner = self.write();
         inner.by_device.remove(&device);
