@@ -196,24 +196,20 @@ fn the_reader_goes_on_where_it_left_off_across_segments() {
         append(&log, &batch(id..=id));
     }
     let mut reader = log.reader();
-    let first: Vec<i64> = reader
-        .after(0, 25)
-        .unwrap_or_default()
-        .iter()
-        .map(record::id_of)
-        .collect();
-    assert_eq!(first, (1..=25).collect::<Vec<_>>());
+    let mut read = |after, limit| -> Vec<i64> {
+        reader
+            .after(after, limit)
+            .unwrap_or_default()
+            .iter()
+            .map(record::id_of)
+            .collect()
+    };
+    assert_eq!(read(0, 25), (1..=25).collect::<Vec<_>>());
     for id in 31..=40 {
         append(&log, &batch(id..=id));
     }
-    let rest: Vec<i64> = reader
-        .after(27, 100)
-        .unwrap_or_default()
-        .iter()
-        .map(record::id_of)
-        .collect();
-    assert_eq!(rest, (28..=40).collect::<Vec<_>>());
-    assert!(reader.after(40, 100).unwrap_or_default().is_empty());
+    assert_eq!(read(27, 100), (28..=40).collect::<Vec<_>>());
+    assert!(read(40, 100).is_empty());
 }
 
 #[test]
