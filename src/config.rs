@@ -436,6 +436,21 @@ mod tests {
     }
 
     #[test]
+    fn log_segments_of_no_bytes_are_refused() {
+        let segment_bytes = |flags: &[&str]| {
+            ServeOnly::try_parse_from(std::iter::once("airq").chain(flags.iter().copied()))
+                .map(|parsed| Config::from(parsed.serve).log_segment_bytes)
+                .ok()
+        };
+        assert_eq!(
+            segment_bytes(&[]),
+            Some(crate::store::ingest_log::SEGMENT_BYTES)
+        );
+        assert_eq!(segment_bytes(&["--log-segment-bytes", "4096"]), Some(4096));
+        assert_eq!(segment_bytes(&["--log-segment-bytes", "0"]), None);
+    }
+
+    #[test]
     fn the_spool_needs_questdb() {
         let flags = ["airq", "--questdb-spool"];
         assert!(ServeOnly::try_parse_from(flags).is_err());

@@ -763,6 +763,22 @@ mod tests {
         written.lock().expect("lock").clone()
     }
 
+    /// A writer of batches of `max_rows` whose first upload is written and held in its sync.
+    async fn first_upload_syncing(
+        max_rows: usize,
+    ) -> (
+        BatchWriter,
+        WriterGuard,
+        Arc<Mutex<Vec<usize>>>,
+        Held,
+        tokio::task::JoinHandle<Result<Receipt, WriteError>>,
+    ) {
+        let (writer, guard, written, held) = slow_first_sync(max_rows);
+        let first = upload(&writer);
+        assert_eq!(batches_written(&written, 1).await, [1]);
+        (writer, guard, written, held, first)
+    }
+
     fn upload(writer: &BatchWriter) -> tokio::task::JoinHandle<Result<Receipt, WriteError>> {
         let writer = writer.clone();
         tokio::spawn(async move {
@@ -774,9 +790,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_small_batch_waits_for_the_last_one_to_be_durable() {
-        let (writer, guard, written, held) = slow_first_sync(4);
-        let first = upload(&writer);
-        assert_eq!(batches_written(&written, 1).await, [1]);
+        let (writer, guard, written, held, first) = first_upload_syncing(4).await;
         let (second, third) = (upload(&writer), upload(&writer));
         // Time for the writer to write them, which it must not while the first batch syncs.
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -794,9 +808,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_batch_is_written_while_the_last_one_syncs() {
-        let (writer, guard, written, held) = slow_first_sync(2);
-        let first = upload(&writer);
-        assert_eq!(batches_written(&written, 1).await, [1]);
+        let (writer, guard, written, held, first) = first_upload_syncing(2).await;
         let (second, third) = (upload(&writer), upload(&writer));
         assert_eq!(batches_written(&written, 2).await, [1, 2]);
         second.await.expect("task").expect("stored");

@@ -102,15 +102,15 @@ impl IngestLog {
             })?;
             segment::sync_dir(data_dir)?;
         }
-        let scanned = scan(&dir, each)?;
-        // A spare's old frames must not be valid under its next number either.
         let listing = segment::list(&dir)?;
+        let scanned = scan(listing.segments, each)?;
         let log = Self {
             dir,
             segment_bytes,
             state: Mutex::new(State {
                 segments: scanned.segments,
                 spares: listing.spares,
+                // A spare's old frames must not be valid under its next number either.
                 next_number: listing.last_number + 1,
                 position: 0,
                 highest: scanned.highest,
@@ -172,10 +172,9 @@ impl IngestLog {
     pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<i64, StoreError> {
         let mut state = self.lock();
         let through = state.highest;
-        let number = state.current()?.number;
-        let mut frame = Vec::new();
-        record::put_forget(&mut frame, number, device, through)?;
-        let segment = self.write(&mut state, &frame, through)?;
+        let segment = self.write_one(&mut state, through, |frame, number| {
+            record::put_forget(frame, number, device, through)
+        })?;
         drop(state);
         segment.sync_data().map_err(|source| self.failed(source))?;
         Ok(through)
@@ -184,12 +183,10 @@ impl IngestLog {
     /// Makes the ids up to `through` taken (a counter of an earlier log carried over), as the
     /// deletion of no device (the nil UUID names none), unsynced; answers the entry.
     pub(crate) fn reserve_ids(&self, through: i64) -> Result<Entry, StoreError> {
-        let mut state = self.lock();
-        let number = state.current()?.number;
-        let mut frame = Vec::new();
         let device = [0; 16];
-        record::put_forget(&mut frame, number, device, through)?;
-        self.write(&mut state, &frame, through)?;
+        self.write_one(&mut self.lock(), through, |frame, number| {
+            record::put_forget(frame, number, device, through)
+        })?;
         Ok(Entry::Forget { device, through })
     }
 
@@ -206,10 +203,9 @@ impl IngestLog {
     pub(crate) fn prune(&self, consumed: i64) -> Result<(), StoreError> {
         let mut state = self.lock();
         if consumed > state.consumed {
-            let number = state.current()?.number;
-            let mut frame = Vec::new();
-            record::put_consumed(&mut frame, number, consumed)?;
-            self.write(&mut state, &frame, 0)?;
+            self.write_one(&mut state, 0, |frame, number| {
+                record::put_consumed(frame, number, consumed)
+            })?;
             state.consumed = consumed;
         }
         while state.segments.len() > 1
@@ -247,6 +243,19 @@ impl IngestLog {
             log: Arc::clone(self),
             frames: None,
         }
+    }
+
+    /// Writes the one frame `put` makes for the segment appended to (given its number), of an
+    /// entry accounting for ids up to `last`.
+    fn write_one(
+        &self,
+        state: &mut State,
+        last: i64,
+        put: impl FnOnce(&mut Vec<u8>, u64) -> Result<(), StoreError>,
+    ) -> Result<Arc<File>, StoreError> {
+        let mut frame = Vec::new();
+        put(&mut frame, state.current()?.number)?;
+        self.write(state, &frame, last)
     }
 
     /// Writes `frames` (of entries up to id `last`) at the end of the segment appended to.
@@ -326,7 +335,7 @@ pub fn unconsumed(data_dir: &Path) -> Result<(Vec<StoredReading>, i64), StoreErr
     let mut readings: Vec<StoredReading> = Vec::new();
     let mut consumed = 0;
     if dir.exists() {
-        scan(&dir, |entry| match entry {
+        scan(segment::list(&dir)?.segments, |entry| match entry {
             Entry::Reading { stored, .. } => readings.push(stored),
             Entry::Forget { device, through } => readings.retain(|stored| {
                 stored.device.as_uuid().as_bytes() != &device || record::id_of(stored) > through
@@ -350,9 +359,8 @@ struct Scanned {
     highest: i64,
 }
 
-/// Reads every segment in `dir` to the end of its entries.
-fn scan(dir: &Path, mut each: impl FnMut(Entry)) -> Result<Scanned, StoreError> {
-    let listed = segment::list(dir)?.segments;
+/// Reads every segment listed (by number, in order) to the end of its entries.
+fn scan(listed: Vec<(u64, PathBuf)>, mut each: impl FnMut(Entry)) -> Result<Scanned, StoreError> {
     let mut scanned = Scanned {
         segments: VecDeque::with_capacity(listed.len()),
         empty: Vec::new(),

@@ -52,11 +52,13 @@ pub enum Entry {
 }
 
 impl Entry {
-    /// The highest receipt id the entry accounts for.
+    /// The highest receipt id the entry accounts for: a reading's, or the highest a deletion
+    /// covers; 0 for a consumer's watermark, which takes no id.
     pub fn id(&self) -> i64 {
         match self {
             Self::Reading { stored, .. } => id_of(stored),
-            Self::Forget { through, .. } | Self::Consumed { through } => *through,
+            Self::Forget { through, .. } => *through,
+            Self::Consumed { .. } => 0,
         }
     }
 }

@@ -75,7 +75,10 @@ pub(in crate::store::sqlite) fn adopt_unlogged(
         log,
         &mut each,
     )?;
-    log.sync()?;
+    if adopted > 0 {
+        log.sync()?;
+    }
+    // Also when a start adopted them and stopped before this.
     writer.execute("DELETE FROM main.readings WHERE id > ?1", [folded])?;
     if adopted > 0 {
         tracing::info!(rows = adopted, "unfolded rows moved into the ingestion log");
