@@ -35,7 +35,7 @@ fn token(args: &TokenArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    airq::telemetry::init(args.log_format);
+    let _logs = airq::telemetry::init(args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -82,6 +82,22 @@ impl Server {
         }
     }
 
+    /// Stops the server as `docker stop` does (SIGTERM), and returns every stderr line it wrote
+    /// until it exited.
+    fn stop(mut self) -> Vec<String> {
+        let terminated = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(terminated.success(), "SIGTERM sent");
+        let status = self.child.wait().expect("the server exits");
+        assert!(status.success(), "a graceful stop exits 0: {status}");
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            self.seen.push(line);
+        }
+        std::mem::take(&mut self.seen)
+    }
+
     /// Stops the server and returns every stderr line it wrote.
     fn finish(mut self) -> Vec<String> {
         let _ = self.child.kill();
@@ -217,6 +233,32 @@ fn text_logs_without_a_terminal_have_no_colour_codes() {
         assert!(
             !line.contains("secret-in-query"),
             "no query string: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn access_lines_of_requests_answered_before_a_graceful_stop_reach_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let data_dir = data_dir.to_str().unwrap();
+    let command = airq(
+        dir.path(),
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+    );
+    let mut server = Server::start(command);
+    let listening = server.wait_for(|line| line.contains("airq listening"));
+    let address = address_of(&listening);
+    for id in ["last-words-1", "last-words-2"] {
+        assert_eq!(request(&address, "/nowhere", &[("X-Request-Id", id)]), 404);
+    }
+    let lines = server.stop();
+    for id in ["last-words-1", "last-words-2"] {
+        assert!(
+            lines
+                .iter()
+                .any(|line| line.contains("airq::access") && line.contains(id)),
+            "the access line of {id}: {lines:#?}"
         );
     }
 }

@@ -1,12 +1,18 @@
 //! Structured logs. `RUST_LOG` filters (default `info`); lines go to stderr, as text or as one
 //! JSON object per line ([`LogFormat`]), without ANSI colours unless stderr is a terminal. Every
-//! request adds one access line, target `airq::access` ([`crate::http::access`]).
+//! request adds one access line, target `airq::access` ([`crate::http::access`]). Lines below
+//! `WARN` are written in batches, at most [`FLUSH_EVERY`] after they were logged ([`buffered`]:
+//! a `write` per request cost the workers more than the access line itself).
 //!
 //! Nothing logs a device key or a bearer token: keys exist in clear only inside the response that
 //! issues them, tokens only inside the authenticator, and request logs carry the path, never the
 //! query string or headers.
 
+mod buffered;
+
 use std::io::IsTerminal as _;
+
+pub use buffered::{Buffered, LogFlusher, FLUSH_EVERY};
 
 use tracing_subscriber::EnvFilter;
 
@@ -20,17 +26,20 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber (once; later calls do nothing).
-pub fn init(format: LogFormat) {
+/// Installs the global subscriber (once; later calls do nothing). Lines below `WARN` are
+/// buffered ([`buffered`]): keep the answered [`LogFlusher`] until the process ends.
+pub fn init(format: LogFormat) -> LogFlusher {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let (writer, flusher) = Buffered::start(std::io::stderr(), FLUSH_EVERY);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    flusher
 }
 
 /// An error and all its causes, `outer: inner: innermost`: what a log line (or a CLI failure)
