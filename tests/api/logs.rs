@@ -116,6 +116,23 @@ impl Drop for Server {
     }
 }
 
+/// The data dir of a test's server, inside its temporary directory.
+const DATA_DIR: &str = "data";
+
+/// `airq serve` on a free port with its data dir in `cwd`, as `configure` leaves the command;
+/// the server, once it is listening, and its address.
+fn serve(cwd: &Path, configure: impl FnOnce(&mut Command)) -> (Server, String) {
+    let mut command = airq(
+        cwd,
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", DATA_DIR],
+    );
+    configure(&mut command);
+    let mut server = Server::start(command);
+    let listening = server.wait_for(|line| line.contains("airq listening"));
+    let address = address_of(&listening);
+    (server, address)
+}
+
 /// The address in the "airq listening" line.
 fn address_of(line: &str) -> String {
     let at = line.find("127.0.0.1:").expect("the line names the address");
@@ -149,17 +166,10 @@ fn request(address: &str, target: &str, headers: &[(&str, &str)]) -> u16 {
 #[test]
 fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let data_dir = data_dir.to_str().unwrap();
-    let token = token(dir.path(), data_dir, "alice");
-    let mut command = airq(
-        dir.path(),
-        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-    );
-    command.env("AIRQ_LOG_FORMAT", "json");
-    let mut server = Server::start(command);
-    let listening = server.wait_for(|line| line.contains("airq listening"));
-    let address = address_of(&listening);
+    let token = token(dir.path(), DATA_DIR, "alice");
+    let (mut server, address) = serve(dir.path(), |command| {
+        command.env("AIRQ_LOG_FORMAT", "json");
+    });
 
     let bearer = format!("Bearer {token}");
     let status = request(
@@ -205,15 +215,7 @@ fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
 #[test]
 fn text_logs_without_a_terminal_have_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let data_dir = data_dir.to_str().unwrap();
-    let command = airq(
-        dir.path(),
-        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-    );
-    let mut server = Server::start(command);
-    let listening = server.wait_for(|line| line.contains("airq listening"));
-    let address = address_of(&listening);
+    let (mut server, address) = serve(dir.path(), |_| ());
     assert_eq!(
         request(&address, "/nowhere?token=secret-in-query", &[]),
         404
@@ -240,15 +242,7 @@ fn text_logs_without_a_terminal_have_no_colour_codes() {
 #[test]
 fn access_lines_of_requests_answered_before_a_graceful_stop_reach_stderr() {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let data_dir = data_dir.to_str().unwrap();
-    let command = airq(
-        dir.path(),
-        &["serve", "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-    );
-    let mut server = Server::start(command);
-    let listening = server.wait_for(|line| line.contains("airq listening"));
-    let address = address_of(&listening);
+    let (server, address) = serve(dir.path(), |_| ());
     for id in ["last-words-1", "last-words-2"] {
         assert_eq!(request(&address, "/nowhere", &[("X-Request-Id", id)]), 404);
     }
