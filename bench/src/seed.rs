@@ -67,7 +67,7 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
     let counter = Counter::resolve(args.verify, &args.target.data_dir, &token)?;
     let counter = match counter {
         // The API counts only the last hour: useless for a year of history.
-        Counter::Api(_) => Counter::None,
+        Counter::Api { .. } => Counter::None,
         other => other,
     };
 

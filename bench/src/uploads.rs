@@ -72,7 +72,7 @@ impl Setup {
         )
         .await?;
         let counter = Counter::resolve(verify, &target_args.data_dir, &token)?;
-        if !obtained.registered && matches!(counter, Counter::Api(_)) {
+        if !obtained.registered && matches!(counter, Counter::Api { .. }) {
             eprintln!(
                 "warning: the API loss check counts the last hour's samples; with a reused fleet it is exact only if the fleet uploaded nothing in the hour before this run"
             );

@@ -68,8 +68,13 @@ pub enum Counter {
         /// The server's spool, waited for until it is empty.
         spool: PathBuf,
     },
-    /// Current snapshots through the API, with this owner token.
-    Api(HeaderValue),
+    /// Current snapshots through the API, with this owner token; after the server's spool, if it
+    /// has one, is empty (a read waits only so long for spooled rows to reach QuestDB, and a
+    /// backlog of batch uploads can take longer).
+    Api {
+        token: HeaderValue,
+        spool: Option<PathBuf>,
+    },
     /// No check.
     None,
 }
@@ -100,7 +105,11 @@ impl Counter {
                 "--verify questdb needs AIRQ_QUESTDB_PG (and AIRQ_QUESTDB_TABLE unless `readings`)"
                     .into(),
             ),
-            (VerifyMode::Auto | VerifyMode::Api, _) => Self::Api(token.clone()),
+            (VerifyMode::Auto | VerifyMode::Api, _) => Self::Api {
+                token: token.clone(),
+                // Without `airq.db` the data dir's ingestion log is the QuestDB pair's spool.
+                spool: (!db.exists()).then(|| data_dir.to_owned()),
+            },
             (VerifyMode::None, _) => Self::None,
         })
     }
@@ -110,7 +119,7 @@ impl Counter {
         match self {
             Self::Sqlite(_) => "sqlite",
             Self::QuestDb { .. } => "questdb",
-            Self::Api(_) => "api",
+            Self::Api { .. } => "api",
             Self::None => "none",
         }
     }
@@ -137,7 +146,12 @@ impl Counter {
                 wait_for_empty_spool(spool).await?;
                 Ok(Some(questdb_counts(url, table, devices).await?))
             }
-            Self::Api(token) => Ok(Some(api_counts(target, token, devices).await?)),
+            Self::Api { token, spool } => {
+                if let Some(spool) = spool {
+                    wait_for_empty_spool(spool).await?;
+                }
+                Ok(Some(api_counts(target, token, devices).await?))
+            }
             Self::None => Ok(None),
         }
     }
