@@ -24,89 +24,77 @@ use tracing::{Level, Metadata};
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Longest a line below `WARN` waits in the buffer.
-pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+pub(super) const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// The buffer's size; a line that does not fit writes the buffer first.
 const CAPACITY: usize = 64 * 1024;
 
 /// A writer of log lines to `W`, buffered by the rules above; cheap to clone.
 #[derive(Debug)]
-pub struct Buffered<W: Write> {
-    shared: Arc<Shared<W>>,
+pub(super) struct Buffered<W: Write> {
+    out: Arc<Mutex<BufWriter<W>>>,
+    flag: Arc<Flag>,
 }
 
 impl<W: Write> Clone for Buffered<W> {
     fn clone(&self) -> Self {
         Self {
-            shared: Arc::clone(&self.shared),
+            out: Arc::clone(&self.out),
+            flag: Arc::clone(&self.flag),
         }
     }
 }
 
-#[derive(Debug)]
-struct Shared<W: Write> {
-    out: Mutex<BufWriter<W>>,
+/// What the writers and the flusher share besides the buffer.
+#[derive(Debug, Default)]
+struct Flag {
     /// Set once the flusher stops (or could not start): from then on every line is written at
     /// once.
     stopped: AtomicBool,
-    /// What the flusher waits on between flushes (never held together with `out`).
+    /// What the flusher waits on between flushes (never held together with the buffer's lock).
     pause: Mutex<()>,
     wake: Condvar,
 }
 
 /// Writes what is buffered every interval; writes the rest and stops when dropped.
+#[derive(Debug)]
 pub struct LogFlusher {
-    stop: Box<dyn Fn() + Send + Sync>,
+    flag: Arc<Flag>,
     thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for LogFlusher {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("LogFlusher")
-            .field("running", &self.thread.is_some())
-            .finish()
-    }
 }
 
 impl<W: Write + Send + 'static> Buffered<W> {
     /// The writer to `out`, and what writes its buffer every `interval`. Should the flushing
     /// thread not start, every line is written at once instead.
-    pub fn start(out: W, interval: Duration) -> (Self, LogFlusher) {
-        let shared = Arc::new(Shared {
-            out: Mutex::new(BufWriter::with_capacity(CAPACITY, out)),
-            stopped: AtomicBool::new(false),
-            pause: Mutex::new(()),
-            wake: Condvar::new(),
-        });
-        let flushed = Arc::clone(&shared);
+    pub(super) fn start(out: W, interval: Duration) -> (Self, LogFlusher) {
+        let writer = Self {
+            out: Arc::new(Mutex::new(BufWriter::with_capacity(CAPACITY, out))),
+            flag: Arc::default(),
+        };
+        let flushed = writer.clone();
         let thread = std::thread::Builder::new()
             .name("airq-log-flush".into())
             .spawn(move || flushed.run(interval))
             .ok();
         if thread.is_none() {
-            shared.stop();
+            writer.flag.stop();
         }
-        let stopped = Arc::clone(&shared);
         let flusher = LogFlusher {
-            stop: Box::new(move || stopped.stop()),
+            flag: Arc::clone(&writer.flag),
             thread,
         };
-        (Self { shared }, flusher)
-    }
-}
-
-impl<W: Write> Shared<W> {
-    fn out(&self) -> MutexGuard<'_, BufWriter<W>> {
-        // A panic while a line was copied in leaves at worst a partial line.
-        self.out.lock().unwrap_or_else(PoisonError::into_inner)
+        (writer, flusher)
     }
 
     fn run(&self, interval: Duration) {
         loop {
-            let pause = self.pause.lock().unwrap_or_else(PoisonError::into_inner);
-            let stopping = self.stopped.load(Ordering::Acquire);
+            let pause = self
+                .flag
+                .pause
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let stopping = self.flag.stopped.load(Ordering::Acquire);
             if !stopping {
-                drop(self.wake.wait_timeout(pause, interval));
+                drop(self.flag.wake.wait_timeout(pause, interval));
             }
             // Nothing useful can be done about a failed write of the log itself.
             let _ = self.out().flush();
@@ -115,7 +103,16 @@ impl<W: Write> Shared<W> {
             }
         }
     }
+}
 
+impl<W: Write> Buffered<W> {
+    fn out(&self) -> MutexGuard<'_, BufWriter<W>> {
+        // A panic while a line was copied in leaves at worst a partial line.
+        self.out.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Flag {
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         // Taken so that the flusher is either waiting (and woken) or has yet to see the flag.
@@ -126,7 +123,7 @@ impl<W: Write> Shared<W> {
 
 impl Drop for LogFlusher {
     fn drop(&mut self) {
-        (self.stop)();
+        self.flag.stop();
         if let Some(thread) = self.thread.take() {
             // The thread writes the rest once it sees the stop.
             let _ = thread.join();
@@ -136,7 +133,7 @@ impl Drop for LogFlusher {
 
 /// One line being written into the buffer, and written out with it when `flush` is set.
 #[derive(Debug)]
-pub struct Line<'a, W: Write> {
+pub(super) struct Line<'a, W: Write> {
     out: MutexGuard<'a, BufWriter<W>>,
     flush: bool,
 }
@@ -164,16 +161,16 @@ impl<'a, W: Write + 'a> MakeWriter<'a> for Buffered<W> {
 
     fn make_writer(&'a self) -> Self::Writer {
         Line {
-            out: self.shared.out(),
+            out: self.out(),
             flush: true,
         }
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Self::Writer {
         // Levels order by verbosity: ERROR < WARN < INFO.
-        let flush = *meta.level() <= Level::WARN || self.shared.stopped.load(Ordering::Acquire);
+        let flush = *meta.level() <= Level::WARN || self.flag.stopped.load(Ordering::Acquire);
         Line {
-            out: self.shared.out(),
+            out: self.out(),
             flush,
         }
     }

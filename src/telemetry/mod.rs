@@ -12,7 +12,8 @@ mod buffered;
 
 use std::io::IsTerminal as _;
 
-pub use buffered::{Buffered, LogFlusher, FLUSH_EVERY};
+pub use buffered::LogFlusher;
+use buffered::{Buffered, FLUSH_EVERY};
 
 use tracing_subscriber::EnvFilter;
 
