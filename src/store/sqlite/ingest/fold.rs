@@ -157,7 +157,7 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
         let appended = progress.appended.load(Ordering::Acquire);
         match db.write_blocking(|connection| fold_chunk(connection, db.unfolded(), appended)) {
             Ok(Some(Folded { through, devices })) => {
-                db.unfolded().forget_folded(through, devices);
+                db.unfolded().forget_folded(through, &devices);
                 progress.folded.store(through, Ordering::Release);
                 // Left in the log, folded rows are only skipped: the next prune takes them.
                 if let Err(error) = db.log().prune(through) {

@@ -15,14 +15,23 @@
 //!   read holds the read lock, so it sees every row past its watermark, either folded in its
 //!   snapshot or here.
 //! - **A restart rebuilds it** from the rows past the stored watermark ([`Unfolded::new`]).
+//! - **The fold never holds the lock long.** It copies its chunk, and forgets what it folded, a
+//!   few hundred devices per hold of the lock ([`DEVICES_PER_HOLD`]): every synced batch is added
+//!   here before its uploads are answered, and a read waits behind a waiting add, so one hold over
+//!   a whole chunk (65,536 rows, 9–13 ms measured) stalled every upload and every read once per
+//!   fold.
 
 use std::collections::HashMap;
-use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use rusqlite::Connection;
 
 use super::{folded_id, LoggedRow};
 use crate::store::StoreError;
+
+/// Devices whose rows the fold copies, or forgets, per hold of the lock (with 10,000 devices and
+/// a full chunk about 1,700 rows; measured, at most 0.3–0.6 ms per hold).
+const DEVICES_PER_HOLD: usize = 256;
 
 /// The unfolded rows of every device.
 #[derive(Debug, Default)]
@@ -74,15 +83,22 @@ impl Unfolded {
         inner.forgotten.retain(|_, through| *through > added);
     }
 
-    /// Forgets the rows of `devices` up to `folded`, which the fold has just committed.
-    pub(super) fn forget_folded(&self, folded: i64, devices: impl IntoIterator<Item = [u8; 16]>) {
-        let mut inner = self.write();
-        inner.folded = inner.folded.max(folded);
-        for device in devices {
-            if let Some(rows) = inner.by_device.get_mut(&device) {
-                rows.retain(|row| row.id > folded);
-                if rows.is_empty() {
-                    inner.by_device.remove(&device);
+    /// Forgets the rows of `devices` up to `folded`, which the fold has just committed. Between
+    /// holds of the lock a read may still find some of them: reads skip rows up to the
+    /// watermark they read, which is already `folded`.
+    pub(super) fn forget_folded(&self, folded: i64, devices: &[[u8; 16]]) {
+        {
+            let mut inner = self.write();
+            inner.folded = inner.folded.max(folded);
+        }
+        for group in devices.chunks(DEVICES_PER_HOLD) {
+            let mut inner = self.write();
+            for device in group {
+                if let Some(rows) = inner.by_device.get_mut(device) {
+                    rows.retain(|row| row.id > folded);
+                    if rows.is_empty() {
+                        inner.by_device.remove(device);
+                    }
                 }
             }
         }
@@ -94,28 +110,42 @@ impl Unfolded {
     /// batch uploads). Complete up to `appended`, the highest id the sink reported: it adds a
     /// batch here before reporting it. The span starts at the lowest id present, so ids that are
     /// not here (a failed batch's, a deleted device's) never hold the fold back, however many.
+    ///
+    /// The caller holds `airq.db`'s writer lock, as a device's deletion does: between holds of
+    /// this lock nothing takes rows away then, and rows added meanwhile are past `appended`.
     pub(super) fn chunk(&self, after: i64, appended: i64, ids: i64) -> Vec<LoggedRow> {
         /// A device's rows past `after` (they are in id order).
         fn past(rows: &[LoggedRow], after: i64) -> &[LoggedRow] {
             &rows[rows.partition_point(|row| row.id <= after)..]
         }
-        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(lowest) = inner
-            .by_device
-            .values()
-            .filter_map(|rows| past(rows, after).first())
-            .map(|row| row.id)
-            .min()
-        else {
+        let mut devices = Vec::new();
+        let mut lowest: Option<i64> = None;
+        for (device, rows) in &self.read().by_device {
+            if let Some(first) = past(rows, after).first() {
+                lowest = Some(lowest.map_or(first.id, |lowest| lowest.min(first.id)));
+                devices.push(*device);
+            }
+        }
+        let Some(lowest) = lowest else {
             return Vec::new();
         };
         let through = appended.min(lowest.saturating_add(ids - 1));
-        inner
-            .by_device
-            .values()
-            .flat_map(|rows| past(rows, after).iter().take_while(|row| row.id <= through))
-            .cloned()
-            .collect()
+        let mut chunk = Vec::new();
+        for group in devices.chunks(DEVICES_PER_HOLD) {
+            let inner = self.read();
+            for rows in group
+                .iter()
+                .filter_map(|device| inner.by_device.get(device))
+            {
+                chunk.extend(
+                    past(rows, after)
+                        .iter()
+                        .take_while(|row| row.id <= through)
+                        .cloned(),
+                );
+            }
+        }
+        chunk
     }
 
     /// Forgets every row of a deleted device, also those with ids up to `through` (the highest
@@ -136,7 +166,7 @@ impl Unfolded {
         connection: &Connection,
         devices: &[[u8; 16]],
     ) -> Result<Vec<LoggedRow>, StoreError> {
-        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let inner = self.read();
         let watermark = folded_id(connection)?;
         let mut rows: Vec<LoggedRow> = devices
             .iter()
@@ -148,6 +178,10 @@ impl Unfolded {
         drop(inner);
         rows.sort_unstable_by_key(|row| row.id);
         Ok(rows)
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
@@ -186,6 +220,30 @@ mod tests {
         assert_eq!(ids(&unfolded.chunk(2, 10, 4)), vec![3, 4, 5, 6]);
         assert_eq!(ids(&unfolded.chunk(2, 4, 100)), vec![3, 4]);
         assert!(unfolded.chunk(10, 10, 4).is_empty());
+    }
+
+    #[test]
+    fn a_chunk_and_its_forgetting_span_more_devices_than_one_hold_of_the_lock() {
+        let unfolded = Unfolded::default();
+        let device = |id: i64| {
+            let mut device = [0; 16];
+            device[..8].copy_from_slice(&id.to_le_bytes());
+            device
+        };
+        let devices = 3 * DEVICES_PER_HOLD as i64;
+        unfolded.add((1..=2 * devices).map(|id| LoggedRow {
+            device: device(id % devices),
+            ..row(id, 0)
+        }));
+
+        let chunk = unfolded.chunk(0, 2 * devices, devices + 10);
+        assert_eq!(ids(&chunk), (1..=devices + 10).collect::<Vec<_>>());
+        let folded: Vec<[u8; 16]> = chunk.iter().map(|row| row.device).collect();
+        unfolded.forget_folded(devices + 10, &folded);
+        assert_eq!(
+            ids(&unfolded.chunk(0, 2 * devices, 2 * devices)),
+            (devices + 11..=2 * devices).collect::<Vec<_>>()
+        );
     }
 
     #[test]
