@@ -21,7 +21,9 @@
 //!   saves no more than its own write time, and costs a commit of its own (whole pages written
 //!   and synced). Measured with single uploads: 6 rows per commit became 17–20, and the CPU it
 //!   freed served 7 % more uploads (`bench/RESULTS.md`, eleventh session). Batch uploads fill a
-//!   batch at once and keep writing while the last one syncs.
+//!   batch at once and keep writing while the last one syncs. Meanwhile an upload wakes the
+//!   writer only when it fills the batch ([`Queued`]): a wake-up per upload cost the writer about
+//!   four context switches per commit, and the worker that woke it as many cross-CPU wake-ups.
 //! - **Several flushes in flight, acknowledged in commit order per upload.** With more than one
 //!   lane, one batch's round trip does not stall the next: batches may commit in another order
 //!   than they were gathered, so uploads in flight at the same time are not ordered; but an upload
@@ -40,7 +42,7 @@
 //! On `/metrics` it reports the readings waiting for it, each committed batch's size and the time
 //! until it was durable, failed batches and retried writes.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -103,7 +105,54 @@ struct Pending {
 #[derive(Debug, Clone)]
 pub struct BatchWriter {
     queue: mpsc::Sender<Pending>,
+    queued: Arc<Queued>,
     metrics: Arc<ServerMetrics>,
+}
+
+/// The readings sent to the writer and not taken into a batch yet, and a wake-up for the moment
+/// they fill the batch being gathered: while a sync is pending the gathering loop waits for that
+/// or for the sync, not for every upload (module docs).
+#[derive(Debug)]
+struct Queued {
+    /// Counted after the send, uncounted when taken: briefly negative when an upload is taken
+    /// before its sender counted it.
+    readings: AtomicIsize,
+    /// How many would fill the batch the gathering loop waits with; `isize::MAX` while it does
+    /// not wait.
+    wake_at: AtomicIsize,
+    fills: Notify,
+}
+
+impl Queued {
+    fn sent(&self, readings: usize) {
+        let now = self.readings.fetch_add(signed(readings), Ordering::SeqCst) + signed(readings);
+        if now >= self.wake_at.load(Ordering::SeqCst) {
+            // A permit is kept when nobody waits yet, so this is not lost between the gathering
+            // loop's check and its wait.
+            self.fills.notify_one();
+        }
+    }
+
+    fn taken(&self, readings: usize) {
+        self.readings.fetch_sub(signed(readings), Ordering::SeqCst);
+    }
+
+    /// Waits until `missing` more readings are queued or `other` completes.
+    async fn fill_or(&self, missing: usize, other: impl std::future::Future<Output = ()>) {
+        self.wake_at.store(signed(missing), Ordering::SeqCst);
+        // Either this load sees a sender's count or that sender sees `wake_at` (both SeqCst).
+        if self.readings.load(Ordering::SeqCst) < signed(missing) {
+            tokio::select! {
+                () = other => {}
+                () = self.fills.notified() => {}
+            }
+        }
+        self.wake_at.store(isize::MAX, Ordering::SeqCst);
+    }
+}
+
+fn signed(count: usize) -> isize {
+    isize::try_from(count).unwrap_or(isize::MAX)
 }
 
 /// The writer's threads; [`WriterGuard::join`] waits until they have drained and stopped.
@@ -176,6 +225,11 @@ impl BatchWriter {
             ));
         }
         let (queue, receiver) = mpsc::channel(config.queue.max(1));
+        let queued = Arc::new(Queued {
+            readings: AtomicIsize::new(0),
+            wake_at: AtomicIsize::new(isize::MAX),
+            fills: Notify::new(),
+        });
         let syncing = Arc::new(Syncing::default());
         let mut threads = Vec::with_capacity(sinks.len());
         let dispatch = match <[_; 1]>::try_from(sinks) {
@@ -211,14 +265,18 @@ impl BatchWriter {
         };
         let runtime = single_threaded()?;
         let gather_metrics = Arc::clone(&metrics);
+        let gather_queued = Arc::clone(&queued);
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
             .spawn(move || {
                 runtime.block_on(gather(
-                    receiver,
+                    Intake {
+                        queue: receiver,
+                        queued: &gather_queued,
+                        metrics: &gather_metrics,
+                    },
                     dispatch,
                     config,
-                    &gather_metrics,
                     &syncing,
                 ));
                 for thread in threads {
@@ -229,7 +287,11 @@ impl BatchWriter {
                 tracing::info!("batch writer drained and stopped");
             })?;
         Ok((
-            Self { queue, metrics },
+            Self {
+                queue,
+                queued,
+                metrics,
+            },
             WriterGuard {
                 thread: Some(thread),
             },
@@ -256,7 +318,8 @@ impl BatchWriter {
         readings: Vec<(DateTime<Utc>, Reading)>,
     ) -> Result<Vec<Receipt>, WriteError> {
         let (reply, answer) = oneshot::channel();
-        let queued = self.metrics.queue_readings(readings.len());
+        let count = readings.len();
+        let queued = self.metrics.queue_readings(count);
         let pending = Pending {
             device,
             readings,
@@ -266,6 +329,7 @@ impl BatchWriter {
             .send(pending)
             .await
             .map_err(|_| WriteError::Stopped)?;
+        self.queued.sent(count);
         queued.taken();
         answer.await.map_err(|_| WriteError::Stopped)?
     }
@@ -289,26 +353,56 @@ fn single_threaded() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// The gathering loop's end of the queue.
+struct Intake<'a> {
+    queue: mpsc::Receiver<Pending>,
+    queued: &'a Queued,
+    metrics: &'a Arc<ServerMetrics>,
+}
+
+impl Intake<'_> {
+    /// Adds an upload to the batch being gathered; how many readings it brought.
+    fn take(&self, batch: &mut Vec<Pending>, pending: Pending) -> usize {
+        let rows = pending.readings.len();
+        self.metrics.readings_taken(rows);
+        self.queued.taken(rows);
+        batch.push(pending);
+        rows
+    }
+
+    /// Takes what is queued into `batch` until it holds `max_rows`, without waiting; `false`
+    /// once the queue is closed and empty.
+    fn top_up(&mut self, batch: &mut Vec<Pending>, rows: &mut usize, max_rows: usize) -> bool {
+        while *rows < max_rows {
+            match self.queue.try_recv() {
+                Ok(pending) => *rows += self.take(batch, pending),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        }
+        true
+    }
+}
+
 /// Gathers uploads into batches and writes each inline or hands it to an idle lane, until the
 /// queue is closed and empty; then closes the lanes' queues, so they stop after their last batch.
 async fn gather(
-    mut queue: mpsc::Receiver<Pending>,
+    mut intake: Intake<'_>,
     mut dispatch: Dispatch,
     config: BatchConfig,
-    metrics: &Arc<ServerMetrics>,
     syncing: &Arc<Syncing>,
 ) {
     let max_rows = config.max_rows.max(1);
     let mut open = true;
     while open {
-        let Some(first) = queue.recv().await else {
+        let Some(first) = intake.queue.recv().await else {
             break;
         };
         let mut batch = Vec::with_capacity(max_rows.min(1024));
-        let mut rows = take(&mut batch, first, metrics);
+        let mut rows = intake.take(&mut batch, first);
         let deadline = Instant::now() + config.max_delay;
         while rows < max_rows {
-            let next = match queue.try_recv() {
+            let next = match intake.queue.try_recv() {
                 Ok(pending) => pending,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
                     open = false;
@@ -319,7 +413,7 @@ async fn gather(
                 // hold every batch up to a millisecond (measured: 1.2 ms of a 1.5 ms upload).
                 Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= deadline => break,
                 Err(mpsc::error::TryRecvError::Empty) => {
-                    match tokio::time::timeout_at(deadline, queue.recv()).await {
+                    match tokio::time::timeout_at(deadline, intake.queue.recv()).await {
                         Ok(Some(pending)) => pending,
                         Ok(None) => {
                             open = false;
@@ -329,21 +423,21 @@ async fn gather(
                     }
                 }
             };
-            rows += take(&mut batch, next, metrics);
+            rows += intake.take(&mut batch, next);
         }
-        // No small commit behind a sync (module docs).
+        // No small commit behind a sync (module docs): uploads queue up meanwhile, waking the
+        // writer only once they fill the batch.
         while open && rows < max_rows && syncing.pending() {
-            tokio::select! {
-                () = syncing.done.notified() => {}
-                next = queue.recv() => match next {
-                    Some(pending) => rows += take(&mut batch, pending, metrics),
-                    None => open = false,
-                },
-            }
+            intake
+                .queued
+                .fill_or(max_rows - rows, syncing.done.notified())
+                .await;
+            open = intake.top_up(&mut batch, &mut rows, max_rows);
         }
+        open = open && intake.top_up(&mut batch, &mut rows, max_rows);
         let (lanes, idle) = match &mut dispatch {
             Dispatch::Inline(sink) => {
-                flush(sink.as_mut(), &mut batch, &config, metrics, syncing).await;
+                flush(sink.as_mut(), &mut batch, &config, intake.metrics, syncing).await;
                 continue;
             }
             Dispatch::Lanes { lanes, idle } => (lanes, idle),
@@ -351,13 +445,7 @@ async fn gather(
         // Every lane busy: uploads queue up meanwhile (waking nobody) and top the batch up once
         // one is free.
         let lane = idle.recv().await;
-        while open && rows < max_rows {
-            match queue.try_recv() {
-                Ok(pending) => rows += take(&mut batch, pending, metrics),
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
-            }
-        }
+        open = open && intake.top_up(&mut batch, &mut rows, max_rows);
         // No lane left (they all panicked): dropping the batch answers its uploads `Stopped`.
         let Some(queue) = lane.and_then(|index| lanes.get(index)) else {
             return;
@@ -365,14 +453,6 @@ async fn gather(
         // An idle lane has room for exactly this batch.
         let _ = queue.send(batch).await;
     }
-}
-
-/// Adds an upload to the batch being gathered; how many readings it brought.
-fn take(batch: &mut Vec<Pending>, pending: Pending, metrics: &ServerMetrics) -> usize {
-    let rows = pending.readings.len();
-    metrics.readings_taken(rows);
-    batch.push(pending);
-    rows
 }
 
 /// One lane: writes each batch it is handed with its own sink, then reports itself idle.
@@ -813,6 +893,28 @@ mod tests {
         assert_eq!(batches_written(&written, 2).await, [1, 2]);
         second.await.expect("task").expect("stored");
         third.await.expect("task").expect("stored");
+        for then in std::mem::take(&mut *held.lock().expect("lock")) {
+            then();
+        }
+        first.await.expect("task").expect("stored");
+        drop(writer);
+        guard.join().await;
+    }
+
+    #[tokio::test]
+    async fn a_batch_filled_one_upload_at_a_time_during_a_sync_is_written_before_it_ends() {
+        let (writer, guard, written, held, first) = first_upload_syncing(3).await;
+        let second = upload(&writer);
+        // The writer takes the second upload and waits, two readings short of a batch.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let third = upload(&writer);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*written.lock().expect("lock"), [1], "not full yet");
+        let fourth = upload(&writer);
+        assert_eq!(batches_written(&written, 2).await, [1, 3]);
+        for upload in [second, third, fourth] {
+            upload.await.expect("task").expect("stored");
+        }
         for then in std::mem::take(&mut *held.lock().expect("lock")) {
             then();
         }
