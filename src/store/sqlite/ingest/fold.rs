@@ -28,11 +28,11 @@ use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
 
-/// Most rows folded in one transaction (the writer connection is held that long, and the chunk's
-/// rows are in memory twice meanwhile). A commit writes every page the chunk dirtied, and with
-/// many devices most pages of the device-keyed tables are dirtied by any chunk: 65,536 rows
-/// folded for 6 µs of CPU per single upload against 9 µs in chunks of 16,384, and batch uploads'
-/// peak RSS rose from 116 to 132 MiB (`bench/RESULTS.md`, thirteenth session).
+/// Most rows folded in one transaction (the writer connection is held that long). A commit
+/// writes every page the chunk dirtied, and with many devices most pages of the device-keyed
+/// tables are dirtied by any chunk: 65,536 rows folded for 6 µs of CPU per single upload against
+/// 9 µs in chunks of 16,384 (`bench/RESULTS.md`, thirteenth session). The chunk shares its rows
+/// with [`Unfolded`] (a pointer per row), so its size costs no second copy of them.
 const CHUNK: i64 = 65_536;
 
 /// When the fold runs.

@@ -7,6 +7,7 @@
 //! it away from the folded sums.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -29,7 +30,7 @@ pub(crate) struct Replaced {
 #[derive(Debug, Default)]
 pub(crate) struct Tail {
     /// Unfolded rows that count (oldest first).
-    pub(crate) rows: Vec<LoggedRow>,
+    pub(crate) rows: Vec<Arc<LoggedRow>>,
     /// Folded readings that no longer count.
     pub(crate) replaced: Vec<Replaced>,
 }
@@ -74,7 +75,7 @@ pub(crate) fn unfolded(
     connection: &Connection,
     pending: &Unfolded,
     devices: &[[u8; 16]],
-) -> Result<Vec<LoggedRow>, StoreError> {
+) -> Result<Vec<Arc<LoggedRow>>, StoreError> {
     let mut rows = pending.rows_of(connection, devices)?;
     // Newest first: a keyed row whose key was already seen is replaced by that later row.
     let mut keys = HashSet::new();
