@@ -107,9 +107,9 @@ impl ReadingSink for SqliteReadingSink {
             tracing::error!("a batch reported durable was not written");
             return;
         };
-        let rows: Vec<LoggedRow> = batch
+        let rows: Vec<Arc<LoggedRow>> = batch
             .iter()
-            .map(|stored| LoggedRow::of(stored, received_at, &mut self.providers))
+            .map(|stored| Arc::new(LoggedRow::of(stored, received_at, &mut self.providers)))
             .collect();
         let db = Arc::clone(&self.db);
         let fold = Arc::clone(&self.fold_notices);

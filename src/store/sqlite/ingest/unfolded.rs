@@ -68,11 +68,16 @@ impl Unfolded {
     }
 
     /// Adds durable rows (in id order), except those of a device deleted after they were
-    /// appended.
-    pub(super) fn add(&self, rows: impl IntoIterator<Item = LoggedRow>) {
+    /// appended. Rows passed already shared are not allocated under the lock (the sink shares
+    /// them on the batch writer's thread, before the sync).
+    pub(super) fn add<R: Into<Arc<LoggedRow>>>(&self, rows: impl IntoIterator<Item = R>) {
         let mut inner = self.write();
         let inner = &mut *inner;
-        for row in rows.into_iter().filter(|row| row.id > inner.folded) {
+        for row in rows
+            .into_iter()
+            .map(Into::into)
+            .filter(|row| row.id > inner.folded)
+        {
             inner.added = inner.added.max(row.id);
             if inner
                 .forgotten
@@ -81,11 +86,7 @@ impl Unfolded {
             {
                 continue;
             }
-            inner
-                .by_device
-                .entry(row.device)
-                .or_default()
-                .push(Arc::new(row));
+            inner.by_device.entry(row.device).or_default().push(row);
         }
         let added = inner.added;
         inner.forgotten.retain(|_, through| *through > added);
