@@ -5,6 +5,10 @@
 //! with a small fixed JSON receipt — no routing, no authentication, no parsing, no storage. The
 //! upload generator drives it exactly as it drives airq, so `uploads` throughput divided by this
 //! throughput is the share of the HTTP ceiling the server reaches.
+//!
+//! With `--durable` a second bare server runs the same load and also appends each body to a file,
+//! answering only after a group `fdatasync` ([`DurableAppend`]): the durable ceiling, what HTTP
+//! plus the least a 201 that survives power loss costs allows on this machine's disk.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,6 +27,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
+use crate::durable_append::DurableAppend;
 use crate::BoxError;
 
 /// The receipt the bare server answers with, shaped like airq's.
@@ -40,8 +45,10 @@ pub struct BareServer {
 }
 
 impl BareServer {
-    /// Binds `127.0.0.1:0` and serves on `threads` worker threads until dropped or stopped.
-    pub fn start(threads: usize) -> Result<Self, BoxError> {
+    /// Binds `127.0.0.1:0` and serves on `threads` worker threads until dropped or stopped; with
+    /// `durable`, every body is appended to it and answered once synced.
+    pub fn start(threads: usize, durable: Option<DurableAppend>) -> Result<Self, BoxError> {
+        let durable = durable.map(Arc::new);
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -74,16 +81,30 @@ impl BareServer {
                         };
                         let _ = stream.set_nodelay(true);
                         let counter = Arc::clone(&counter);
+                        let durable = durable.clone();
                         tokio::spawn(async move {
                             let service = service_fn(move |request: Request<Incoming>| {
                                 let counter = Arc::clone(&counter);
+                                let durable = durable.clone();
                                 async move {
                                     // Read the whole body, as the real server must.
-                                    let _ = request.into_body().collect().await;
+                                    let body = request
+                                        .into_body()
+                                        .collect()
+                                        .await
+                                        .map(http_body_util::Collected::to_bytes)
+                                        .unwrap_or_default();
+                                    let status = match &durable {
+                                        Some(log) => match log.append(&body).await {
+                                            Ok(()) => StatusCode::CREATED,
+                                            Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                                        },
+                                        None => StatusCode::CREATED,
+                                    };
                                     counter.fetch_add(1, Ordering::Relaxed);
                                     let mut response =
                                         Response::new(Full::new(Bytes::from_static(RECEIPT)));
-                                    *response.status_mut() = StatusCode::CREATED;
+                                    *response.status_mut() = status;
                                     response.headers_mut().insert(
                                         CONTENT_TYPE,
                                         HeaderValue::from_static("application/json"),
@@ -129,43 +150,50 @@ impl Drop for BareServer {
     }
 }
 
-/// The `ceiling` scenario: the upload load against the bare server; with `--compare`, then
-/// against airq (`uploads` with the same load flags), and the ratio of the two throughputs.
+/// The `ceiling` scenario: the upload load against the bare server; with `--durable`, then
+/// against the durable bare server; with `--compare`, then against airq (`uploads` with the same
+/// load flags), and the ratio of airq's throughput to each ceiling.
 pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, BoxError> {
-    use crate::client::Target;
-    use crate::fleet::Fleet;
-    use crate::generator::UploadWorkload;
-
     let started_at = chrono::Utc::now().to_rfc3339();
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     let server_threads = args.server_threads.unwrap_or(cores);
-    let server = BareServer::start(server_threads)?;
-    let target = Target::local(server.addr);
-    let fleet = Fleet::synthetic(args.fleet.devices.max(1));
-    let workload = Arc::new(UploadWorkload::new(
-        target.clone(),
-        &fleet,
-        args.load.location_share,
-        None,
-    )?);
-    let plan = args.load.plan("ceiling: bare hyper, read body, answer 201");
-    eprintln!(
-        "ceiling: {} against {} ({server_threads} server threads)",
-        plan.label, target.url
-    );
-    let ceiling = crate::load::run(&target, workload, &plan, None).await;
-    let answered = server.answered.load(Ordering::Relaxed);
-    tokio::task::spawn_blocking(move || server.stop()).await?;
-    println!("{}", ceiling.render());
-    println!("  (bare server answered {answered} requests)");
+    let ceiling = drive(
+        args,
+        BareServer::start(server_threads, None)?,
+        "ceiling: bare hyper, read body, answer 201",
+    )
+    .await?;
     let mut report = serde_json::json!({
         "scenario": "ceiling",
         "started_at": started_at,
         "server_threads": server_threads,
         "ceiling": ceiling.to_json(),
     });
+    let durable = if args.durable {
+        let dir = std::env::temp_dir().join(format!("airq-bench-durable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let log = DurableAppend::create(&dir.join("bodies"))?;
+        let durable = drive(
+            args,
+            BareServer::start(server_threads, Some(log))?,
+            "durable ceiling: bare hyper, append body, answer 201 after a group fdatasync",
+        )
+        .await;
+        std::fs::remove_dir_all(&dir)?;
+        let durable = durable?;
+        println!(
+            "durable / bare ceiling throughput: {:.0} / {:.0} req/s = {:.3}",
+            durable.throughput(),
+            ceiling.throughput(),
+            durable.throughput() / ceiling.throughput().max(f64::MIN_POSITIVE),
+        );
+        report["durable_ceiling"] = durable.to_json();
+        Some(durable)
+    } else {
+        None
+    };
     if args.compare {
-        // Let the sockets of the ceiling run close before the real one starts.
+        // Let the sockets of the ceiling runs close before the real one starts.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let uploads = crate::uploads::run(&crate::cli::UploadArgs {
             target: args.target.clone(),
@@ -183,8 +211,81 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
             uploads.summary.recorder.latency_ms(0.99),
             ceiling.recorder.latency_ms(0.99),
         );
+        if let Some(durable) = &durable {
+            let ratio = uploads.summary.throughput() / durable.throughput().max(f64::MIN_POSITIVE);
+            println!(
+                "airq / durable ceiling throughput: {:.0} / {:.0} req/s = {:.3}   (p99 {:.3} ms vs {:.3} ms)",
+                uploads.summary.throughput(),
+                durable.throughput(),
+                ratio,
+                uploads.summary.recorder.latency_ms(0.99),
+                durable.recorder.latency_ms(0.99),
+            );
+            report["durable_ratio"] = serde_json::json!(ratio);
+        }
         report["uploads"] = uploads.report;
         report["ratio"] = serde_json::json!(ratio);
     }
     Ok(report)
+}
+
+/// Drives `server` with the upload load of `args`, stops it and prints the run.
+async fn drive(
+    args: &crate::cli::CeilingArgs,
+    server: BareServer,
+    label: &str,
+) -> Result<crate::stats::RunSummary, BoxError> {
+    use crate::client::Target;
+    use crate::fleet::Fleet;
+    use crate::generator::UploadWorkload;
+
+    let target = Target::local(server.addr);
+    let fleet = Fleet::synthetic(args.fleet.devices.max(1));
+    let workload = Arc::new(UploadWorkload::new(
+        target.clone(),
+        &fleet,
+        args.load.location_share,
+        None,
+    )?);
+    let plan = args.load.plan(label);
+    eprintln!("{} against {}", plan.label, target.url);
+    let summary = crate::load::run(&target, workload, &plan, None).await;
+    let answered = server.answered.load(Ordering::Relaxed);
+    tokio::task::spawn_blocking(move || server.stop()).await?;
+    println!("{}", summary.render());
+    println!("  (the server answered {answered} requests)");
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{Lane, Target};
+
+    #[tokio::test]
+    async fn the_durable_bare_server_answers_201_once_the_body_is_in_its_file() {
+        let dir = tempfile::tempdir().expect("temporary dir");
+        let path = dir.path().join("bodies");
+        let server = BareServer::start(1, Some(DurableAppend::create(&path).expect("created")))
+            .expect("started");
+        let target = Target::local(server.addr);
+        let mut lane = Lane::new(server.addr);
+        for body in ["{\"a\":1}", "{\"b\":2}"] {
+            let answer = lane
+                .send(
+                    target.request(hyper::Method::POST, "/api/v1/data", Bytes::from(body)),
+                    Duration::from_secs(10),
+                )
+                .await
+                .expect("answered");
+            assert_eq!(answer.status, StatusCode::CREATED);
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read back"),
+            "{\"a\":1}{\"b\":2}"
+        );
+        tokio::task::spawn_blocking(move || server.stop())
+            .await
+            .expect("stopped");
+    }
 }

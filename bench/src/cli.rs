@@ -206,6 +206,10 @@ pub struct CeilingArgs {
     /// Worker threads of the bare server (default: one per core, like airq).
     #[arg(long)]
     pub server_threads: Option<usize>,
+    /// Then run the same load against a bare server that also appends each body to a file and
+    /// answers after a group fdatasync (the durable ceiling), in a temporary dir.
+    #[arg(long)]
+    pub durable: bool,
     /// Then run the same load as `uploads` against --target and print airq / ceiling.
     #[arg(long)]
     pub compare: bool,

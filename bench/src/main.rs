@@ -17,6 +17,7 @@ mod batch;
 mod ceiling;
 mod cli;
 mod client;
+mod durable_append;
 mod export;
 mod fleet;
 mod generator;
