@@ -95,7 +95,7 @@ impl BareServer {
                                         .map(http_body_util::Collected::to_bytes)
                                         .unwrap_or_default();
                                     let status = match &durable {
-                                        Some(log) => match log.append(&body).await {
+                                        Some(log) => match log.append(body).await {
                                             Ok(()) => StatusCode::CREATED,
                                             Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
                                         },

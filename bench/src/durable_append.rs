@@ -3,8 +3,9 @@
 //!
 //! Why: a 201 from airq means the reading survives power loss, so no server can answer an upload
 //! before a sync of the disk; the bare ceiling measures HTTP alone. This is the least a durable
-//! server must add to it, in the shape airq's ingestion log has (appends from every connection's
-//! task, one thread that syncs for every append registered since its last sync began), so
+//! server must add to it: every connection's task hands its body to one thread, which writes
+//! everything handed over since its last sync with one `write` and syncs once for all of it (a
+//! group commit, as airq's ingestion log makes), so
 //! `ceiling --durable` shows what share of the bare ceiling durability itself leaves on this
 //! machine's disk, and airq can be read against both.
 
@@ -14,6 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use bytes::Bytes;
 use tokio::sync::oneshot;
 
 /// An append-only file synced in groups by a thread of its own; stops after syncing what was
@@ -26,33 +28,29 @@ pub struct DurableAppend {
 
 #[derive(Debug)]
 struct Shared {
-    file: File,
-    /// Serialises appends, so each body lands whole and in one piece of the file.
-    appending: Mutex<()>,
     waiting: Mutex<Waiting>,
     wake: Condvar,
 }
 
 #[derive(Debug, Default)]
 struct Waiting {
-    /// Appends written and not synced yet.
-    answers: Vec<oneshot::Sender<()>>,
+    /// Bodies handed over and not written yet, with who waits for each.
+    bodies: Vec<(Bytes, oneshot::Sender<()>)>,
     stop: bool,
 }
 
 impl DurableAppend {
     /// Creates (or truncates) `path` and starts its syncing thread.
     pub fn create(path: &Path) -> std::io::Result<Self> {
+        let mut file = File::create(path)?;
         let shared = Arc::new(Shared {
-            file: File::create(path)?,
-            appending: Mutex::new(()),
             waiting: Mutex::new(Waiting::default()),
             wake: Condvar::new(),
         });
         let syncing = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("bare-sync".into())
-            .spawn(move || syncing.run())?;
+            .spawn(move || syncing.run(&mut file))?;
         Ok(Self {
             shared,
             thread: Some(thread),
@@ -61,17 +59,9 @@ impl DurableAppend {
 
     /// Appends `body` and returns once it is on the disk; an error when the write or the sync
     /// failed (then the request must not be answered as stored).
-    pub async fn append(&self, body: &[u8]) -> std::io::Result<()> {
-        {
-            let _appending = self
-                .shared
-                .appending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            (&self.shared.file).write_all(body)?;
-        }
+    pub async fn append(&self, body: Bytes) -> std::io::Result<()> {
         let (answer, durable) = oneshot::channel();
-        self.shared.lock().answers.push(answer);
+        self.shared.lock().bodies.push((body, answer));
         self.shared.wake.notify_one();
         durable
             .await
@@ -84,28 +74,35 @@ impl Shared {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn run(&self) {
+    fn run(&self, file: &mut File) {
+        let mut group = Vec::new();
         loop {
             let due = {
                 let mut waiting = self.lock();
-                while waiting.answers.is_empty() && !waiting.stop {
+                while waiting.bodies.is_empty() && !waiting.stop {
                     waiting = self
                         .wake
                         .wait(waiting)
                         .unwrap_or_else(PoisonError::into_inner);
                 }
-                if waiting.answers.is_empty() {
+                if waiting.bodies.is_empty() {
                     return;
                 }
-                std::mem::take(&mut waiting.answers)
+                std::mem::take(&mut waiting.bodies)
             };
-            // Every append in `due` was written before it was registered, so before this sync.
-            if self.file.sync_data().is_err() {
-                // Dropping the answers fails those appends; later ones try again.
-                continue;
+            group.clear();
+            for (body, _) in &due {
+                group.extend_from_slice(body);
             }
-            for answer in due {
-                let _ = answer.send(());
+            // A failure drops the answers, which fails those appends; later ones try again.
+            if file
+                .write_all(&group)
+                .and_then(|()| file.sync_data())
+                .is_ok()
+            {
+                for (_, answer) in due {
+                    let _ = answer.send(());
+                }
             }
         }
     }
@@ -133,7 +130,7 @@ mod tests {
         let tasks: Vec<_> = (0..200u8)
             .map(|index| {
                 let log = Arc::clone(&log);
-                tokio::spawn(async move { log.append(&[index; 100]).await })
+                tokio::spawn(async move { log.append(Bytes::from(vec![index; 100])).await })
             })
             .collect();
         for task in tasks {
