@@ -218,6 +218,32 @@ async fn a_reading_replaced_within_one_fold_is_counted_once() {
     assert_eq!(current["aqi"], 22, "(10 + 10 + 10 + 70 + 10) / 5");
 }
 
+#[tokio::test]
+async fn a_new_devices_reading_replaced_within_its_first_fold_is_counted_once() {
+    // Nothing of the device is folded yet (no `device_latest` row): the fold skips the lookups
+    // of folded keys, and must still replace the key within the chunk.
+    let app = app_folding_every(3).await;
+    let device = app.register_named("alice", "balcony").await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    upload_keyed(&app, &device, Utc::now(), &[(10, 10), (10, 70), (5, 10)]).await;
+    until_folded(&app, 2).await;
+
+    assert_eq!(app.stored_ids().await.len(), 2, "raw rows");
+    assert_eq!(
+        count(
+            app.data_dir.path(),
+            "SELECT coalesce(sum(samples), 0) FROM rollups_15m"
+        ),
+        2,
+        "the rollups count each reading once"
+    );
+    let current = app
+        .data_as("alice", &format!("/devices/{id}/current"))
+        .await;
+    assert_eq!(current["sample_count"], 2, "{current}");
+    assert_eq!(current["aqi"], 40, "(70 + 10) / 2");
+}
+
 /// The raw columns of `readings` (and of the SQLite ingestion log of earlier versions).
 const RAW: &str = "id, device, at, received_at, keyed, aqi, pm1_0, pm2_5, pm10_0, temperature, \
                    heat_index, humidity, pms_provider, temperature_provider, lat, lon, \

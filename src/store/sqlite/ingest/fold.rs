@@ -248,8 +248,9 @@ fn fold_chunk(
     // The device whose folded readings the loop last asked about, and the latest time among them
     // (`device_latest.last_seen` only grows): a keyed row past it can only replace a keyed row of
     // this chunk, the last one before it in key order. Most keyed rows are past it (a sensor's
-    // clock moves forward), and they skip the key lookup; without a `device_latest` row, every
-    // row looks.
+    // clock moves forward), and they skip the key lookup; so do all rows of a device without a
+    // `device_latest` row, which has no folded readings (the fold writes that row with the
+    // device's first, and only the device's deletion takes it away, with all its readings).
     let mut asked: Option<([u8; 16], i64)> = None;
     let mut last_key: Option<([u8; 16], i64)> = None;
     for row in &rows {
@@ -311,8 +312,8 @@ fn fold_chunk(
     }))
 }
 
-/// The latest time among `device`'s folded readings (`i64::MAX` when it has no `device_latest`
-/// row, so every row of it looks its key up), asked once while the loop stays on one device.
+/// The latest time among `device`'s folded readings (`i64::MIN` when it has none, i.e. no
+/// `device_latest` row), asked once while the loop stays on one device.
 fn latest_folded(
     statement: &mut rusqlite::CachedStatement<'_>,
     asked: &mut Option<([u8; 16], i64)>,
@@ -326,7 +327,7 @@ fn latest_folded(
     let latest = statement
         .query_row([device.as_slice()], |found| found.get(0))
         .optional()?
-        .unwrap_or(i64::MAX);
+        .unwrap_or(i64::MIN);
     *asked = Some((device, latest));
     Ok(latest)
 }
