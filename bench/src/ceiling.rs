@@ -28,6 +28,7 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 
 use crate::durable_append::DurableAppend;
+use crate::stats::RunSummary;
 use crate::BoxError;
 
 /// The receipt the bare server answers with, shaped like airq's.
@@ -202,26 +203,10 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
             verify: args.verify,
         })
         .await?;
-        let ratio = uploads.summary.throughput() / ceiling.throughput().max(f64::MIN_POSITIVE);
-        println!(
-            "airq / ceiling throughput: {:.0} / {:.0} req/s = {:.3}   (p99 {:.3} ms vs {:.3} ms)",
-            uploads.summary.throughput(),
-            ceiling.throughput(),
-            ratio,
-            uploads.summary.recorder.latency_ms(0.99),
-            ceiling.recorder.latency_ms(0.99),
-        );
+        let ratio = print_ratio("ceiling", &uploads.summary, &ceiling);
         if let Some(durable) = &durable {
-            let ratio = uploads.summary.throughput() / durable.throughput().max(f64::MIN_POSITIVE);
-            println!(
-                "airq / durable ceiling throughput: {:.0} / {:.0} req/s = {:.3}   (p99 {:.3} ms vs {:.3} ms)",
-                uploads.summary.throughput(),
-                durable.throughput(),
-                ratio,
-                uploads.summary.recorder.latency_ms(0.99),
-                durable.recorder.latency_ms(0.99),
-            );
-            report["durable_ratio"] = serde_json::json!(ratio);
+            report["durable_ratio"] =
+                serde_json::json!(print_ratio("durable ceiling", &uploads.summary, durable));
         }
         report["uploads"] = uploads.report;
         report["ratio"] = serde_json::json!(ratio);
@@ -229,12 +214,25 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
     Ok(report)
 }
 
+/// Prints airq's throughput against a ceiling's, with both p99s, and answers the ratio.
+fn print_ratio(ceiling_name: &str, airq: &RunSummary, ceiling: &RunSummary) -> f64 {
+    let ratio = airq.throughput() / ceiling.throughput().max(f64::MIN_POSITIVE);
+    println!(
+        "airq / {ceiling_name} throughput: {:.0} / {:.0} req/s = {ratio:.3}   (p99 {:.3} ms vs {:.3} ms)",
+        airq.throughput(),
+        ceiling.throughput(),
+        airq.recorder.latency_ms(0.99),
+        ceiling.recorder.latency_ms(0.99),
+    );
+    ratio
+}
+
 /// Drives `server` with the upload load of `args`, stops it and prints the run.
 async fn drive(
     args: &crate::cli::CeilingArgs,
     server: BareServer,
     label: &str,
-) -> Result<crate::stats::RunSummary, BoxError> {
+) -> Result<RunSummary, BoxError> {
     use crate::client::Target;
     use crate::fleet::Fleet;
     use crate::generator::UploadWorkload;

@@ -171,7 +171,13 @@ async fn fold_twice(first: &[(i64, i64)], second: &[(i64, i64)], expected: i64) 
     upload_keyed(&app, &device, now, first).await;
     until_folded(&app, 3).await;
     upload_keyed(&app, &device, now, second).await;
-    until_folded(&app, expected).await;
+    counted_once(&app, &id, expected).await
+}
+
+/// Waits until `expected` readings are folded, and checks that each is stored and counted once:
+/// raw rows, rollups, and the device's current snapshot (returned).
+async fn counted_once(app: &TestApp, id: &str, expected: i64) -> Value {
+    until_folded(app, expected).await;
     for _ in 0..500 {
         if app.stored_ids().await.len() as i64 == expected {
             break;
@@ -226,21 +232,7 @@ async fn a_new_devices_reading_replaced_within_its_first_fold_is_counted_once() 
     let device = app.register_named("alice", "balcony").await;
     let id = device["id"].as_str().expect("id").to_owned();
     upload_keyed(&app, &device, Utc::now(), &[(10, 10), (10, 70), (5, 10)]).await;
-    until_folded(&app, 2).await;
-
-    assert_eq!(app.stored_ids().await.len(), 2, "raw rows");
-    assert_eq!(
-        count(
-            app.data_dir.path(),
-            "SELECT coalesce(sum(samples), 0) FROM rollups_15m"
-        ),
-        2,
-        "the rollups count each reading once"
-    );
-    let current = app
-        .data_as("alice", &format!("/devices/{id}/current"))
-        .await;
-    assert_eq!(current["sample_count"], 2, "{current}");
+    let current = counted_once(&app, &id, 2).await;
     assert_eq!(current["aqi"], 40, "(70 + 10) / 2");
 }
 
