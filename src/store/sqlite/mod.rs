@@ -17,7 +17,6 @@
 mod device_store;
 mod export_pages;
 mod ingest;
-mod paced;
 mod packed_sums;
 mod reading_store;
 mod rollup;

@@ -25,7 +25,6 @@ use chrono::{DateTime, Utc};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
-use super::paced::paced;
 use super::packed_sums;
 use crate::domain::{Aggregate, Measurements};
 use crate::store::StoreError;
@@ -216,7 +215,7 @@ impl Deltas {
                 add = packed_sums::ADD,
             ))?);
         }
-        for ((index, device, slot), delta) in paced(self.changes) {
+        for ((index, device, slot), delta) in self.changes {
             let Some(upsert) = statements.get_mut(index) else {
                 continue;
             };

@@ -24,7 +24,6 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{folded_id, LoggedRow, Unfolded, FOLDED_ID};
 use crate::domain::Measure;
-use crate::store::sqlite::paced::paced;
 use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
 use crate::store::StoreError;
@@ -221,7 +220,7 @@ fn fold_chunk(
         *super::RAW_COLUMNS,
         crate::store::columns::placeholders(1, 5 + crate::domain::measure::COUNT + 5)
     ))?;
-    for row in paced(&rows) {
+    for row in &rows {
         row.bind(&mut insert)?;
         insert.raw_execute()?;
     }
@@ -254,7 +253,7 @@ fn fold_chunk(
     // device's first, and only the device's deletion takes it away, with all its readings).
     let mut asked: Option<([u8; 16], i64)> = None;
     let mut last_key: Option<([u8; 16], i64)> = None;
-    for row in paced(&rows) {
+    for row in &rows {
         let at = from_micros(row.at)?;
         let replaces_in_chunk = row.keyed && last_key == Some((row.device, row.at));
         if row.keyed {
@@ -370,7 +369,7 @@ fn advance_latest(
     let mut upsert = connection.prepare_cached(&UPSERT)?;
     let mut devices: Vec<(&[u8; 16], &i64)> = last_seen.iter().collect();
     devices.sort_unstable();
-    for (device, seen) in paced(devices) {
+    for (device, seen) in devices {
         let location = located
             .get(device)
             .and_then(|row| row.location.as_ref().map(|location| (row, location)));
