@@ -95,12 +95,14 @@ impl BareServer {
                                         .await
                                         .map(http_body_util::Collected::to_bytes)
                                         .unwrap_or_default();
-                                    let status = match &durable {
-                                        Some(log) => match log.append(body).await {
-                                            Ok(()) => StatusCode::CREATED,
-                                            Err(_) => StatusCode::INTERNAL_SERVER_ERROR,
-                                        },
-                                        None => StatusCode::CREATED,
+                                    let stored = match &durable {
+                                        Some(log) => log.append(body).await.is_ok(),
+                                        None => true,
+                                    };
+                                    let status = if stored {
+                                        StatusCode::CREATED
+                                    } else {
+                                        StatusCode::INTERNAL_SERVER_ERROR
                                     };
                                     counter.fetch_add(1, Ordering::Relaxed);
                                     let mut response =

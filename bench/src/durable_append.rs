@@ -5,9 +5,9 @@
 //! before a sync of the disk; the bare ceiling measures HTTP alone. This is the least a durable
 //! server must add to it: every connection's task hands its body to one thread, which writes
 //! everything handed over since its last sync with one `write` and syncs once for all of it (a
-//! group commit, as airq's ingestion log makes), so
-//! `ceiling --durable` shows what share of the bare ceiling durability itself leaves on this
-//! machine's disk, and airq can be read against both.
+//! group commit, as airq's ingestion log makes). So `ceiling --durable` shows what share of the
+//! bare ceiling durability itself leaves on this machine's disk, and airq can be read against
+//! both.
 
 use std::fs::File;
 use std::io::Write;
@@ -18,8 +18,8 @@ use std::thread::JoinHandle;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-/// An append-only file synced in groups by a thread of its own; stops after syncing what was
-/// registered when dropped.
+/// An append-only file written and synced in groups by a thread of its own; stops after
+/// syncing what was handed over when dropped.
 #[derive(Debug)]
 pub struct DurableAppend {
     shared: Arc<Shared>,
