@@ -9,6 +9,11 @@
 //! With `--durable` a second bare server runs the same load and also appends each body to a file,
 //! answering only after a group `fdatasync` ([`DurableAppend`]): the durable ceiling, what HTTP
 //! plus the least a 201 that survives power loss costs allows on this machine's disk.
+//!
+//! A ceiling measured once can move before airq's run is over (on a shared VM the bare ceiling
+//! was seen at 64 k and 94 k req/s minutes apart), so with `--bracket` each ceiling runs again
+//! after airq: airq is rated against the mean of the two runs, and their ratio shows how far the
+//! machine moved meanwhile.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -155,17 +160,13 @@ impl Drop for BareServer {
 
 /// The `ceiling` scenario: the upload load against the bare server; with `--durable`, then
 /// against the durable bare server; with `--compare`, then against airq (`uploads` with the same
-/// load flags), and the ratio of airq's throughput to each ceiling.
+/// load flags), and the ratio of airq's throughput to each ceiling; with `--bracket`, each ceiling
+/// once more, and the ratios to the mean of each ceiling's two runs.
 pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, BoxError> {
     let started_at = chrono::Utc::now().to_rfc3339();
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
     let server_threads = args.server_threads.unwrap_or(cores);
-    let ceiling = drive(
-        args,
-        BareServer::start(server_threads, None)?,
-        "ceiling: bare hyper, read body, answer 201",
-    )
-    .await?;
+    let ceiling = drive_bare(args, server_threads, "ceiling").await?;
     let mut report = serde_json::json!({
         "scenario": "ceiling",
         "started_at": started_at,
@@ -173,17 +174,7 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
         "ceiling": ceiling.to_json(),
     });
     let durable = if args.durable {
-        let dir = std::env::temp_dir().join(format!("airq-bench-durable-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        let log = DurableAppend::create(&dir.join("bodies"))?;
-        let durable = drive(
-            args,
-            BareServer::start(server_threads, Some(log))?,
-            "durable ceiling: bare hyper, append body, answer 201 after a group fdatasync",
-        )
-        .await;
-        std::fs::remove_dir_all(&dir)?;
-        let durable = durable?;
+        let durable = drive_durable(args, server_threads, "durable ceiling").await?;
         println!(
             "durable / bare ceiling throughput: {:.0} / {:.0} req/s = {:.3}",
             durable.throughput(),
@@ -210,8 +201,25 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
             report["durable_ratio"] =
                 serde_json::json!(print_ratio("durable ceiling", &uploads.summary, durable));
         }
-        report["uploads"] = uploads.report;
         report["ratio"] = serde_json::json!(ratio);
+        if args.bracket {
+            // airq folds what the run left behind within its fold interval (2 s by default);
+            // the ceiling must not share the CPUs with that.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let again = drive_bare(args, server_threads, "ceiling again").await?;
+            let bracket = Bracket::of(&uploads.summary, &ceiling, &again);
+            bracket.print("ceiling");
+            report["ceiling_after"] = again.to_json();
+            report["bracketed"] = bracket.to_json();
+            if let Some(durable) = &durable {
+                let again = drive_durable(args, server_threads, "durable ceiling again").await?;
+                let bracket = Bracket::of(&uploads.summary, durable, &again);
+                bracket.print("durable ceiling");
+                report["durable_ceiling_after"] = again.to_json();
+                report["durable_bracketed"] = bracket.to_json();
+            }
+        }
+        report["uploads"] = uploads.report;
     }
     Ok(report)
 }
@@ -227,6 +235,84 @@ fn print_ratio(ceiling_name: &str, airq: &RunSummary, ceiling: &RunSummary) -> f
         ceiling.recorder.latency_ms(0.99),
     );
     ratio
+}
+
+/// airq's throughput against a ceiling measured before and after it, in req/s.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bracket {
+    airq: f64,
+    before: f64,
+    after: f64,
+}
+
+impl Bracket {
+    fn of(airq: &RunSummary, before: &RunSummary, after: &RunSummary) -> Self {
+        Self {
+            airq: airq.throughput(),
+            before: before.throughput(),
+            after: after.throughput(),
+        }
+    }
+
+    /// The ceiling airq is rated against: the mean of its two runs.
+    fn ceiling(self) -> f64 {
+        (self.before + self.after) / 2.0
+    }
+
+    fn ratio(self) -> f64 {
+        self.airq / self.ceiling().max(f64::MIN_POSITIVE)
+    }
+
+    /// How far the ceiling moved while airq ran: after ÷ before.
+    fn drift(self) -> f64 {
+        self.after / self.before.max(f64::MIN_POSITIVE)
+    }
+
+    fn print(self, ceiling_name: &str) {
+        println!(
+            "airq / {ceiling_name} before and after: {:.0} / {:.0} req/s (mean of {:.0} and {:.0}; after / before = {:.3}) = {:.3}",
+            self.airq,
+            self.ceiling(),
+            self.before,
+            self.after,
+            self.drift(),
+            self.ratio(),
+        );
+    }
+
+    fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "ceiling_mean": self.ceiling(),
+            "drift": self.drift(),
+            "ratio": self.ratio(),
+        })
+    }
+}
+
+/// Drives a bare server of `threads` threads (see [`drive`]).
+async fn drive_bare(
+    args: &crate::cli::CeilingArgs,
+    threads: usize,
+    name: &str,
+) -> Result<RunSummary, BoxError> {
+    let label = format!("{name}: bare hyper, read body, answer 201");
+    drive(args, BareServer::start(threads, None)?, &label).await
+}
+
+/// Drives a durable bare server of `threads` threads, its file in a temporary dir of its own
+/// (see [`drive`]).
+async fn drive_durable(
+    args: &crate::cli::CeilingArgs,
+    threads: usize,
+    name: &str,
+) -> Result<RunSummary, BoxError> {
+    let dir = std::env::temp_dir().join(format!("airq-bench-durable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let log = DurableAppend::create(&dir.join("bodies"))?;
+    let label = format!("{name}: bare hyper, append body, answer 201 after a group fdatasync");
+    let durable = drive(args, BareServer::start(threads, Some(log))?, &label).await;
+    std::fs::remove_dir_all(&dir)?;
+    durable
 }
 
 /// Drives `server` with the upload load of `args`, stops it and prints the run.
@@ -261,6 +347,18 @@ async fn drive(
 mod tests {
     use super::*;
     use crate::client::{Lane, Target};
+
+    #[test]
+    fn a_bracketed_ratio_rates_airq_against_the_mean_of_both_ceiling_runs() {
+        let bracket = Bracket {
+            airq: 30_000.0,
+            before: 90_000.0,
+            after: 60_000.0,
+        };
+        assert_eq!(bracket.ceiling(), 75_000.0);
+        assert_eq!(bracket.ratio(), 0.4);
+        assert_eq!(bracket.drift(), 60_000.0 / 90_000.0);
+    }
 
     #[tokio::test]
     async fn the_durable_bare_server_answers_201_once_the_body_is_in_its_file() {

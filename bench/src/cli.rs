@@ -213,6 +213,10 @@ pub struct CeilingArgs {
     /// Then run the same load as `uploads` against --target and print airq / ceiling.
     #[arg(long)]
     pub compare: bool,
+    /// After the compared run, measure each ceiling again and rate airq against the mean of its
+    /// two runs, printing how far each ceiling moved meanwhile.
+    #[arg(long, requires = "compare")]
+    pub bracket: bool,
     #[command(flatten)]
     pub target: TargetArgs,
     /// The fleet: --devices synthetic credentials for the ceiling; registered devices for --compare.
@@ -381,6 +385,13 @@ mod tests {
     fn every_subcommand_parses_with_defaults() {
         for args in [
             &["airq-bench", "ceiling"][..],
+            &[
+                "airq-bench",
+                "ceiling",
+                "--durable",
+                "--compare",
+                "--bracket",
+            ],
             &["airq-bench", "uploads", "-n", "200", "-d", "5"],
             &["airq-bench", "batch", "--batch-size", "500"],
             &[
@@ -414,5 +425,10 @@ mod tests {
         ] {
             Cli::try_parse_from(args).expect("parses");
         }
+    }
+
+    #[test]
+    fn a_bracket_needs_a_compared_run() {
+        assert!(Cli::try_parse_from(["airq-bench", "ceiling", "--bracket"]).is_err());
     }
 }
