@@ -238,7 +238,7 @@ fn print_ratio(ceiling_name: &str, airq: &RunSummary, ceiling: &RunSummary) -> f
 }
 
 /// airq's throughput against a ceiling measured before and after it, in req/s.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 struct Bracket {
     airq: f64,
     before: f64,
