@@ -90,35 +90,7 @@ impl BareServer {
                         let durable = durable.clone();
                         tokio::spawn(async move {
                             let service = service_fn(move |request: Request<Incoming>| {
-                                let counter = Arc::clone(&counter);
-                                let durable = durable.clone();
-                                async move {
-                                    // Read the whole body, as the real server must.
-                                    let body = request
-                                        .into_body()
-                                        .collect()
-                                        .await
-                                        .map(http_body_util::Collected::to_bytes)
-                                        .unwrap_or_default();
-                                    let stored = match &durable {
-                                        Some(log) => log.append(body).await.is_ok(),
-                                        None => true,
-                                    };
-                                    let status = if stored {
-                                        StatusCode::CREATED
-                                    } else {
-                                        StatusCode::INTERNAL_SERVER_ERROR
-                                    };
-                                    counter.fetch_add(1, Ordering::Relaxed);
-                                    let mut response =
-                                        Response::new(Full::new(Bytes::from_static(RECEIPT)));
-                                    *response.status_mut() = status;
-                                    response.headers_mut().insert(
-                                        CONTENT_TYPE,
-                                        HeaderValue::from_static("application/json"),
-                                    );
-                                    Ok::<_, Infallible>(response)
-                                }
+                                answer(request, durable.clone(), Arc::clone(&counter))
                             });
                             let _ = http1::Builder::new()
                                 .serve_connection(TokioIo::new(stream), service)
@@ -152,6 +124,36 @@ impl BareServer {
     }
 }
 
+/// One request to the bare server: reads the whole body (as the real server must), appends it
+/// when the server is durable, counts the answer and gives the fixed receipt.
+async fn answer(
+    request: Request<Incoming>,
+    durable: Option<Arc<DurableAppend>>,
+    answered: Arc<AtomicU64>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
+    let stored = match &durable {
+        Some(log) => log.append(body).await.is_ok(),
+        None => true,
+    };
+    answered.fetch_add(1, Ordering::Relaxed);
+    let mut response = Response::new(Full::new(Bytes::from_static(RECEIPT)));
+    *response.status_mut() = if stored {
+        StatusCode::CREATED
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
 impl Drop for BareServer {
     fn drop(&mut self) {
         self.halt();
@@ -179,7 +181,7 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
             "durable / bare ceiling throughput: {:.0} / {:.0} req/s = {:.3}",
             durable.throughput(),
             ceiling.throughput(),
-            durable.throughput() / ceiling.throughput().max(f64::MIN_POSITIVE),
+            share(durable.throughput(), ceiling.throughput()),
         );
         report["durable_ceiling"] = durable.to_json();
         Some(durable)
@@ -224,9 +226,14 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
     Ok(report)
 }
 
+/// `part` ÷ `whole`, for throughputs: a run that answered nothing gives a huge ratio, not NaN.
+fn share(part: f64, whole: f64) -> f64 {
+    part / whole.max(f64::MIN_POSITIVE)
+}
+
 /// Prints airq's throughput against a ceiling's, with both p99s, and answers the ratio.
 fn print_ratio(ceiling_name: &str, airq: &RunSummary, ceiling: &RunSummary) -> f64 {
-    let ratio = airq.throughput() / ceiling.throughput().max(f64::MIN_POSITIVE);
+    let ratio = share(airq.throughput(), ceiling.throughput());
     println!(
         "airq / {ceiling_name} throughput: {:.0} / {:.0} req/s = {ratio:.3}   (p99 {:.3} ms vs {:.3} ms)",
         airq.throughput(),
@@ -260,12 +267,12 @@ impl Bracket {
     }
 
     fn ratio(self) -> f64 {
-        self.airq / self.ceiling().max(f64::MIN_POSITIVE)
+        share(self.airq, self.ceiling())
     }
 
     /// How far the ceiling moved while airq ran: after ÷ before.
     fn drift(self) -> f64 {
-        self.after / self.before.max(f64::MIN_POSITIVE)
+        share(self.after, self.before)
     }
 
     fn print(self, ceiling_name: &str) {
