@@ -160,6 +160,79 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
+/// The fold's watermark (the highest folded receipt id).
+fn folded_through(app: &TestApp) -> i64 {
+    count(
+        app.data_dir.path(),
+        "SELECT value FROM counters WHERE name = 'folded_id'",
+    )
+}
+
+#[tokio::test]
+async fn readings_that_arrive_while_the_fold_runs_wait_for_its_next_turn() {
+    // Eight streams of single uploads, and ten batches that take the backlog past the fold's
+    // threshold. The fold that the last batch starts takes in what was appended by then; the
+    // singles appended while it runs are fewer than the threshold, so they must wait for the next
+    // turn (another 10,000 rows, or the hour), not be folded right behind it — under a steady
+    // load that became a trickle of small folds, each dirtying nearly as many pages as a large
+    // one.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let app = app_folding_every(10_000).await;
+    let device = app.register_named("alice", "balcony").await;
+    let sent = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let streams = futures_util::future::join_all((0..8).map(|_| async {
+        while !stop.load(Ordering::Relaxed) && sent.load(Ordering::Relaxed) < 1_500 {
+            app.upload_ok(&device, &sample()).await;
+            sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }));
+    let batches = async {
+        while sent.load(Ordering::Relaxed) < 20 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let mut last_id = 0;
+        for _ in 0..10 {
+            let response = app
+                .client
+                .post(app.url("/data/batch"))
+                .header("x-device-id", device["device_id"].as_str().expect("id"))
+                .header("x-device-key", device["device_key"].as_str().expect("key"))
+                .json(&json!({ "readings": vec![sample(); 1_000] }))
+                .send()
+                .await
+                .expect("sent");
+            assert_eq!(response.status(), 201);
+            let receipt: Value = response.json().await.expect("json");
+            last_id = receipt["data"]["receipts"]
+                .as_array()
+                .expect("receipts")
+                .iter()
+                .filter_map(|receipt| receipt["id"].as_i64())
+                .max()
+                .expect("ids");
+        }
+        for _ in 0..1_000 {
+            if folded_through(&app) >= last_id {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        stop.store(true, Ordering::Relaxed);
+        last_id
+    };
+    let (_, last_batch_id) = tokio::join!(streams, batches);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Between the last batch's commit and the fold's start, at most a group commit or two of
+    // the eight streams can be appended.
+    let beyond = folded_through(&app) - last_batch_id;
+    assert!(
+        (0..=16).contains(&beyond),
+        "the fold went {beyond} receipts past the batch that started it ({} singles sent)",
+        sent.load(Ordering::Relaxed)
+    );
+}
+
 /// Uploads `first` (three keyed readings, `(minutes ago, aqi)`), waits for their fold, then
 /// `second` (three more, which a second fold takes in one chunk), and checks that `expected`
 /// readings are stored, counted and summed once each.

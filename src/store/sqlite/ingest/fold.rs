@@ -50,6 +50,8 @@ const RETRY: Duration = Duration::from_millis(200);
 #[derive(Debug)]
 struct Progress {
     folded: AtomicI64,
+    /// The highest receipt id the running (or last) fold takes in: rows up to it need no notice.
+    taken: AtomicI64,
     /// The highest receipt id appended, synced and added to memory, as the sink last reported it.
     appended: AtomicI64,
     stop: AtomicBool,
@@ -70,8 +72,10 @@ impl Folder {
         config: FoldConfig,
         appended: i64,
     ) -> Result<Self, StoreError> {
+        let folded = super::append::stored_folded_id(&db)?;
         let progress = Arc::new(Progress {
-            folded: AtomicI64::new(super::append::stored_folded_id(&db)?),
+            folded: AtomicI64::new(folded),
+            taken: AtomicI64::new(folded),
             appended: AtomicI64::new(appended),
             stop: AtomicBool::new(false),
         });
@@ -128,10 +132,11 @@ pub(super) struct FoldNotices {
 
 impl FoldNotices {
     /// Records that rows up to receipt id `id` are durable and in memory, and wakes the fold if
-    /// enough of them wait.
+    /// enough of them wait beyond what it has taken in (not beyond what it has finished: rows
+    /// appended while a large chunk folds would otherwise wake it again at once for a few).
     pub(super) fn appended(&self, id: i64) {
         self.progress.appended.fetch_max(id, Ordering::AcqRel);
-        if id - self.progress.folded.load(Ordering::Acquire) >= self.rows {
+        if id - self.progress.taken.load(Ordering::Acquire) >= self.rows {
             if let Some(thread) = &self.thread {
                 thread.unpark();
             }
@@ -155,6 +160,7 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
     loop {
         let stopping = progress.stop.load(Ordering::Acquire);
         let appended = progress.appended.load(Ordering::Acquire);
+        progress.taken.store(appended, Ordering::Release);
         match db.write_blocking(|connection| fold_chunk(connection, db.unfolded(), appended)) {
             Ok(Some(Folded { through, devices })) => {
                 db.unfolded().forget_folded(through, &devices);
@@ -162,6 +168,12 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
                 // Left in the log, folded rows are only skipped: the next prune takes them.
                 if let Err(error) = db.log().prune(through) {
                     tracing::warn!(error = %crate::telemetry::chain(&error), "pruning the ingestion log failed");
+                }
+                // Caught up: what arrived meanwhile waits for the interval or for `rows` of it,
+                // so under a steady load the fold still takes large chunks, not a trickle of
+                // small ones each dirtying nearly as many pages as a large one.
+                if through >= appended && !stopping {
+                    std::thread::park_timeout(config.interval);
                 }
                 continue;
             }
