@@ -181,8 +181,10 @@ async fn readings_that_arrive_while_the_fold_runs_wait_for_its_next_turn() {
     let device = app.register_named("alice", "balcony").await;
     let sent = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
+    // At most 900 singles: with nine batches they stay below the threshold, so it is the tenth
+    // batch that starts the fold.
     let streams = futures_util::future::join_all((0..8).map(|_| async {
-        while !stop.load(Ordering::Relaxed) && sent.load(Ordering::Relaxed) < 1_500 {
+        while !stop.load(Ordering::Relaxed) && sent.load(Ordering::Relaxed) < 900 {
             app.upload_ok(&device, &sample()).await;
             sent.fetch_add(1, Ordering::Relaxed);
         }
