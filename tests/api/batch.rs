@@ -32,7 +32,7 @@ async fn post_raw(
     request.send().await.expect("request sent")
 }
 
-async fn post_batch(app: &TestApp, device: &Value, body: &Value) -> reqwest::Response {
+pub(crate) async fn post_batch(app: &TestApp, device: &Value, body: &Value) -> reqwest::Response {
     post_raw(
         app,
         "/data/batch",
@@ -61,7 +61,7 @@ fn minutes(count: usize) -> Vec<Value> {
 }
 
 /// The `data` of a 201 batch answer, after checking its shape.
-async fn batch_receipts(response: reqwest::Response) -> Vec<(u64, String)> {
+pub(crate) async fn batch_receipts(response: reqwest::Response) -> Vec<(u64, String)> {
     let status = response.status();
     let body: Value = response.json().await.expect("json");
     assert_eq!(status, 201, "batch accepted: {body}");

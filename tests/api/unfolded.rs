@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{json, Value};
 
+use crate::batch::{batch_receipts, post_batch};
 use crate::common::{assert_close, located, measured, sample, sample_with, TestApp};
 use crate::upload::delete;
 
@@ -195,22 +196,11 @@ async fn readings_that_arrive_while_the_fold_runs_wait_for_its_next_turn() {
         }
         let mut last_id = 0;
         for _ in 0..10 {
-            let response = app
-                .client
-                .post(app.url("/data/batch"))
-                .header("x-device-id", device["device_id"].as_str().expect("id"))
-                .header("x-device-key", device["device_key"].as_str().expect("key"))
-                .json(&json!({ "readings": vec![sample(); 1_000] }))
-                .send()
-                .await
-                .expect("sent");
-            assert_eq!(response.status(), 201);
-            let receipt: Value = response.json().await.expect("json");
-            last_id = receipt["data"]["receipts"]
-                .as_array()
-                .expect("receipts")
+            let batch = json!({ "readings": vec![sample(); 1_000] });
+            let receipts = batch_receipts(post_batch(&app, &device, &batch).await).await;
+            last_id = receipts
                 .iter()
-                .filter_map(|receipt| receipt["id"].as_i64())
+                .map(|(id, _)| *id as i64)
                 .max()
                 .expect("ids");
         }
