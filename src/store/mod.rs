@@ -47,6 +47,9 @@ pub enum StoreError {
     /// No pooled PostgreSQL connection could be had.
     #[error("postgres pool")]
     Pool(#[from] deadpool_postgres::PoolError),
+    /// A PG-wire call (PostgreSQL or QuestDB) did not finish within its time limit.
+    #[error("the database did not answer within {0:?}")]
+    Timeout(std::time::Duration),
     /// QuestDB refused or failed an ILP write.
     #[error("questdb ingestion")]
     QuestDb(#[from] ::questdb::Error),

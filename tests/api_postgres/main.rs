@@ -73,6 +73,8 @@ mod web_pages;
 
 #[cfg(airq_test_postgres)]
 mod cross_process;
+#[cfg(airq_test_postgres)]
+mod stalled_database;
 
 #[cfg(not(airq_test_postgres))]
 #[test]

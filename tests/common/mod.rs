@@ -128,7 +128,8 @@ impl Drop for TestSchema {
 }
 
 /// Runs one clean-up statement over PG wire. Called from `Drop`, inside the test's runtime, so
-/// it runs on a thread and runtime of its own; a failed clean-up only leaves a leftover.
+/// it runs on a thread and runtime of its own; a failed clean-up only leaves a leftover, and so
+/// does one the database does not answer within 10 s (a stalled server must not hang the suite).
 fn clean_up(url: &str, statement: String) {
     let url = url.to_owned();
     let _ = std::thread::spawn(move || {
@@ -137,11 +138,16 @@ fn clean_up(url: &str, statement: String) {
             .build()
             .ok()?;
         runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .ok()?;
-            tokio::spawn(connection);
-            client.simple_query(&statement).await.ok()
+            tokio::time::timeout(Duration::from_secs(10), async {
+                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(connection);
+                client.simple_query(&statement).await.ok()
+            })
+            .await
+            .ok()
+            .flatten()
         })
     })
     .join();

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use tokio_postgres::Row;
 
+use super::bounded::BoundedPool;
 use super::CREDENTIALS_CHANNEL;
 use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
 use crate::store::device_record::{DeviceRecord, COLUMNS};
@@ -13,13 +14,15 @@ use crate::store::{DeviceStore, KeyRecord, StoreError};
 /// Devices in PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PostgresDevices {
-    pool: Pool,
+    bounded: BoundedPool,
 }
 
 impl PostgresDevices {
     /// Devices in the database behind `pool` (schema already applied by [`super::connect`]).
     pub fn new(pool: Pool) -> Self {
-        Self { pool }
+        Self {
+            bounded: BoundedPool::new(pool),
+        }
     }
 }
 
@@ -74,54 +77,64 @@ async fn announce(client: &impl GenericClient, device_id: &DeviceId) -> Result<(
 #[async_trait]
 impl DeviceStore for PostgresDevices {
     async fn create(&self, device: &Device, key_hash: KeyHash) -> Result<(), StoreError> {
-        let client = self.pool.get().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "INSERT INTO devices ({COLUMNS}, key_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-            ))
-            .await?;
-        client
-            .execute(
-                &statement,
-                &[
-                    &device.id.as_uuid(),
-                    &device.device_id.as_str(),
-                    &device.owner.as_str(),
-                    &device.name.as_str(),
-                    &device.flags.is_public,
-                    &device.flags.is_location_public,
-                    &device.flags.is_outdoor,
-                    &device.created_at,
-                    &device.updated_at,
-                    &key_hash.as_bytes().as_slice(),
-                ],
-            )
-            .await?;
-        Ok(())
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached(&format!(
+                        "INSERT INTO devices ({COLUMNS}, key_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                    ))
+                    .await?;
+                client
+                    .execute(
+                        &statement,
+                        &[
+                            &device.id.as_uuid(),
+                            &device.device_id.as_str(),
+                            &device.owner.as_str(),
+                            &device.name.as_str(),
+                            &device.flags.is_public,
+                            &device.flags.is_location_public,
+                            &device.flags.is_outdoor,
+                            &device.created_at,
+                            &device.updated_at,
+                            &key_hash.as_bytes().as_slice(),
+                        ],
+                    )
+                    .await?;
+                Ok(())
+            })
+            .await
     }
 
     async fn list(&self, owner: &OwnerId) -> Result<Vec<Device>, StoreError> {
-        let client = self.pool.get().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM devices WHERE owner = $1 ORDER BY created_at, id"
-            ))
-            .await?;
-        devices(&client.query(&statement, &[&owner.as_str()]).await?)
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM devices WHERE owner = $1 ORDER BY created_at, id"
+                    ))
+                    .await?;
+                devices(&client.query(&statement, &[&owner.as_str()]).await?)
+            })
+            .await
     }
 
     async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
-        let client = self.pool.get().await?;
-        select_one(&client, owner, id).await
+        self.bounded
+            .run(async |client| select_one(&*client, owner, id).await)
+            .await
     }
 
     async fn find(&self, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
-        let client = self.pool.get().await?;
-        let statement = client
-            .prepare_cached(&format!("SELECT {COLUMNS} FROM devices WHERE id = $1"))
-            .await?;
-        let row = client.query_opt(&statement, &[&id.as_uuid()]).await?;
-        row.as_ref().map(device).transpose()
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached(&format!("SELECT {COLUMNS} FROM devices WHERE id = $1"))
+                    .await?;
+                let row = client.query_opt(&statement, &[&id.as_uuid()]).await?;
+                row.as_ref().map(device).transpose()
+            })
+            .await
     }
 
     async fn update(
@@ -131,38 +144,41 @@ impl DeviceStore for PostgresDevices {
         patch: &DevicePatch,
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
-        let mut client = self.pool.get().await?;
-        let transaction = client.transaction().await?;
-        let Some(current) = select_one(&transaction, owner, id).await? else {
-            return Ok(None);
-        };
-        let Some(patched) = patch.apply(&current, now) else {
-            return Ok(Some(current));
-        };
-        let statement = transaction
-            .prepare_cached(&format!(
-                "UPDATE devices SET name = $1, is_public = $2, is_location_public = $3, is_outdoor = $4, \
-                 updated_at = $5 WHERE id = $6 RETURNING {COLUMNS}"
-            ))
-            .await?;
-        let row = transaction
-            .query_one(
-                &statement,
-                &[
-                    &patched.name.as_str(),
-                    &patched.flags.is_public,
-                    &patched.flags.is_location_public,
-                    &patched.flags.is_outdoor,
-                    &patched.updated_at,
-                    &id.as_uuid(),
-                ],
-            )
-            .await?;
-        let updated = device(&row)?;
-        // Other processes cache the public map: a device made private must leave it at once.
-        announce(&transaction, &updated.device_id).await?;
-        transaction.commit().await?;
-        Ok(Some(updated))
+        self.bounded
+            .run(async |client| {
+                let transaction = client.transaction().await?;
+                let Some(current) = select_one(&transaction, owner, id).await? else {
+                    return Ok(None);
+                };
+                let Some(patched) = patch.apply(&current, now) else {
+                    return Ok(Some(current));
+                };
+                let statement = transaction
+                    .prepare_cached(&format!(
+                        "UPDATE devices SET name = $1, is_public = $2, is_location_public = $3, is_outdoor = $4, \
+                         updated_at = $5 WHERE id = $6 RETURNING {COLUMNS}"
+                    ))
+                    .await?;
+                let row = transaction
+                    .query_one(
+                        &statement,
+                        &[
+                            &patched.name.as_str(),
+                            &patched.flags.is_public,
+                            &patched.flags.is_location_public,
+                            &patched.flags.is_outdoor,
+                            &patched.updated_at,
+                            &id.as_uuid(),
+                        ],
+                    )
+                    .await?;
+                let updated = device(&row)?;
+                // Other processes cache the public map: a device made private must leave it at once.
+                announce(&transaction, &updated.device_id).await?;
+                transaction.commit().await?;
+                Ok(Some(updated))
+            })
+            .await
     }
 
     async fn rotate_key(
@@ -172,87 +188,102 @@ impl DeviceStore for PostgresDevices {
         key_hash: KeyHash,
         now: DateTime<Utc>,
     ) -> Result<Option<Device>, StoreError> {
-        let mut client = self.pool.get().await?;
-        let transaction = client.transaction().await?;
-        let statement = transaction
-            .prepare_cached(&format!(
-                "UPDATE devices SET key_hash = $1, updated_at = $2 WHERE id = $3 AND owner = $4 RETURNING {COLUMNS}"
-            ))
-            .await?;
-        let row = transaction
-            .query_opt(
-                &statement,
-                &[
-                    &key_hash.as_bytes().as_slice(),
-                    &now,
-                    &id.as_uuid(),
-                    &owner.as_str(),
-                ],
-            )
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let rotated = device(&row)?;
-        announce(&transaction, &rotated.device_id).await?;
-        transaction.commit().await?;
-        Ok(Some(rotated))
+        self.bounded
+            .run(async |client| {
+                let transaction = client.transaction().await?;
+                let statement = transaction
+                    .prepare_cached(&format!(
+                        "UPDATE devices SET key_hash = $1, updated_at = $2 WHERE id = $3 AND owner = $4 RETURNING {COLUMNS}"
+                    ))
+                    .await?;
+                let row = transaction
+                    .query_opt(
+                        &statement,
+                        &[
+                            &key_hash.as_bytes().as_slice(),
+                            &now,
+                            &id.as_uuid(),
+                            &owner.as_str(),
+                        ],
+                    )
+                    .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let rotated = device(&row)?;
+                announce(&transaction, &rotated.device_id).await?;
+                transaction.commit().await?;
+                Ok(Some(rotated))
+            })
+            .await
     }
 
     async fn map_members(&self) -> Result<Vec<Device>, StoreError> {
-        let client = self.pool.get().await?;
-        let statement = client
-            .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM devices WHERE is_public AND is_location_public ORDER BY created_at, id"
-            ))
-            .await?;
-        devices(&client.query(&statement, &[]).await?)
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached(&format!(
+                        "SELECT {COLUMNS} FROM devices WHERE is_public AND is_location_public ORDER BY created_at, id"
+                    ))
+                    .await?;
+                devices(&client.query(&statement, &[]).await?)
+            })
+            .await
     }
 
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
-        let mut client = self.pool.get().await?;
-        let transaction = client.transaction().await?;
-        let statement = transaction
-            .prepare_cached(&format!(
-                "DELETE FROM devices WHERE id = $1 AND owner = $2 RETURNING {COLUMNS}"
-            ))
-            .await?;
-        let row = transaction
-            .query_opt(&statement, &[&id.as_uuid(), &owner.as_str()])
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let deleted = device(&row)?;
-        announce(&transaction, &deleted.device_id).await?;
-        transaction.commit().await?;
-        Ok(Some(deleted))
+        self.bounded
+            .run(async |client| {
+                let transaction = client.transaction().await?;
+                let statement = transaction
+                    .prepare_cached(&format!(
+                        "DELETE FROM devices WHERE id = $1 AND owner = $2 RETURNING {COLUMNS}"
+                    ))
+                    .await?;
+                let row = transaction
+                    .query_opt(&statement, &[&id.as_uuid(), &owner.as_str()])
+                    .await?;
+                let Some(row) = row else {
+                    return Ok(None);
+                };
+                let deleted = device(&row)?;
+                announce(&transaction, &deleted.device_id).await?;
+                transaction.commit().await?;
+                Ok(Some(deleted))
+            })
+            .await
     }
 
     async fn credentials(&self, device_id: &DeviceId) -> Result<Option<KeyRecord>, StoreError> {
-        let client = self.pool.get().await?;
-        let statement = client
-            .prepare_cached("SELECT id, owner, key_hash FROM devices WHERE device_id = $1")
-            .await?;
-        let Some(row) = client.query_opt(&statement, &[&device_id.as_str()]).await? else {
-            return Ok(None);
-        };
-        let owner: String = row.try_get(1)?;
-        let hash: Vec<u8> = row.try_get(2)?;
-        let hash: [u8; 32] = hash
-            .try_into()
-            .map_err(|_| StoreError::Corrupt(format!("key hash of {device_id}")))?;
-        Ok(Some(KeyRecord {
-            id: DeviceUuid::from_uuid(row.try_get(0)?),
-            owner: OwnerId::parse(&owner)
-                .ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
-            key_hash: KeyHash::from_bytes(hash),
-        }))
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached("SELECT id, owner, key_hash FROM devices WHERE device_id = $1")
+                    .await?;
+                let Some(row) = client.query_opt(&statement, &[&device_id.as_str()]).await? else {
+                    return Ok(None);
+                };
+                let owner: String = row.try_get(1)?;
+                let hash: Vec<u8> = row.try_get(2)?;
+                let hash: [u8; 32] = hash
+                    .try_into()
+                    .map_err(|_| StoreError::Corrupt(format!("key hash of {device_id}")))?;
+                Ok(Some(KeyRecord {
+                    id: DeviceUuid::from_uuid(row.try_get(0)?),
+                    owner: OwnerId::parse(&owner)
+                        .ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
+                    key_hash: KeyHash::from_bytes(hash),
+                }))
+            })
+            .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.pool.get().await?;
-        client.simple_query("SELECT 1").await?;
-        Ok(())
+        self.bounded
+            .run(async |client| {
+                client.simple_query("SELECT 1").await?;
+                Ok(())
+            })
+            .await
     }
 }

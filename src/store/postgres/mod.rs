@@ -5,6 +5,7 @@
 //! `NOTIFY` in the same transaction; every process `LISTEN`s ([`listener`]) and evicts its cached
 //! credentials when the notification arrives.
 
+pub(crate) mod bounded;
 mod device_store;
 pub mod listener;
 

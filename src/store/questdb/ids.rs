@@ -4,6 +4,7 @@
 use deadpool_postgres::Pool;
 
 use crate::domain::ReadingId;
+use crate::store::postgres::bounded::BoundedPool;
 use crate::store::StoreError;
 
 /// Ids per block taken from the `reading_ids` sequence (its `INCREMENT BY`).
@@ -11,7 +12,7 @@ const ID_BLOCK: u64 = 4096;
 
 /// The block a writer hands ids out of.
 pub(super) struct IdBlocks {
-    pool: Pool,
+    pool: BoundedPool,
     next: u64,
     end: u64,
     /// The server's runtime: PG-wire connections are driven there, never on a lane's own
@@ -34,7 +35,7 @@ impl IdBlocks {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Config("the QuestDB writer needs a runtime".into()))?;
         Ok(Self {
-            pool,
+            pool: BoundedPool::new(pool),
             next: 0,
             end: 0,
             runtime,
@@ -50,11 +51,13 @@ impl IdBlocks {
                 let start: i64 = self
                     .runtime
                     .spawn(async move {
-                        let client = pool.get().await?;
-                        let row = client
-                            .query_one("SELECT nextval('reading_ids')", &[])
-                            .await?;
-                        Ok::<_, StoreError>(row.get(0))
+                        pool.run(async |client| {
+                            let row = client
+                                .query_one("SELECT nextval('reading_ids')", &[])
+                                .await?;
+                            Ok(row.get(0))
+                        })
+                        .await
                     })
                     .await??;
                 self.next = u64::try_from(start).unwrap_or(0);

@@ -22,6 +22,7 @@ use crate::domain::timeline::Interval;
 use crate::domain::{
     Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
 };
+use crate::store::postgres::bounded::BoundedPool;
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
 /// `count, one sum per value`.
@@ -31,7 +32,7 @@ static SUMS: LazyLock<String> =
 /// The read routes' side of QuestDB.
 #[derive(Debug, Clone)]
 pub struct QuestDbReadings {
-    pool: Pool,
+    pool: BoundedPool,
     table: TableName,
     visibility: Visibility,
     spool: Option<Spool>,
@@ -42,7 +43,7 @@ impl QuestDbReadings {
     /// uploads go through one) was told.
     pub fn new(pool: Pool, table: TableName, visibility: Visibility, spool: Option<Spool>) -> Self {
         Self {
-            pool,
+            pool: BoundedPool::new(pool),
             table,
             visibility,
             spool,
@@ -60,8 +61,9 @@ impl QuestDbReadings {
     }
 
     async fn run(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
-        let client = self.pool.get().await?;
-        Ok(client.query(sql, &[]).await?)
+        self.pool
+            .run(async |client| Ok(client.query(sql, &[]).await?))
+            .await
     }
 }
 
