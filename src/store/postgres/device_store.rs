@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool};
+use deadpool_postgres::{GenericClient, Pool, Transaction};
 use tokio_postgres::Row;
 
 use super::bounded::BoundedPool;
@@ -72,6 +72,21 @@ async fn announce(client: &impl GenericClient, device_id: &DeviceId) -> Result<(
         )
         .await?;
     Ok(())
+}
+
+/// Commits a change to the device in `row` (none: nothing changed, the transaction is dropped)
+/// and announces it to every process.
+async fn commit_announced(
+    transaction: Transaction<'_>,
+    row: Option<Row>,
+) -> Result<Option<Device>, StoreError> {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let changed = device(&row)?;
+    announce(&transaction, &changed.device_id).await?;
+    transaction.commit().await?;
+    Ok(Some(changed))
 }
 
 #[async_trait]
@@ -172,11 +187,8 @@ impl DeviceStore for PostgresDevices {
                         ],
                     )
                     .await?;
-                let updated = device(&row)?;
                 // Other processes cache the public map: a device made private must leave it at once.
-                announce(&transaction, &updated.device_id).await?;
-                transaction.commit().await?;
-                Ok(Some(updated))
+                commit_announced(transaction, Some(row)).await
             })
             .await
     }
@@ -207,13 +219,7 @@ impl DeviceStore for PostgresDevices {
                         ],
                     )
                     .await?;
-                let Some(row) = row else {
-                    return Ok(None);
-                };
-                let rotated = device(&row)?;
-                announce(&transaction, &rotated.device_id).await?;
-                transaction.commit().await?;
-                Ok(Some(rotated))
+                commit_announced(transaction, row).await
             })
             .await
     }
@@ -243,13 +249,7 @@ impl DeviceStore for PostgresDevices {
                 let row = transaction
                     .query_opt(&statement, &[&id.as_uuid(), &owner.as_str()])
                     .await?;
-                let Some(row) = row else {
-                    return Ok(None);
-                };
-                let deleted = device(&row)?;
-                announce(&transaction, &deleted.device_id).await?;
-                transaction.commit().await?;
-                Ok(Some(deleted))
+                commit_announced(transaction, row).await
             })
             .await
     }
