@@ -29,6 +29,7 @@ use tokio::sync::{watch, Notify};
 
 use super::TableName;
 use crate::domain::DeviceUuid;
+use crate::store::postgres::bounded::BoundedPool;
 use crate::store::StoreError;
 
 /// Longest wait of a read for QuestDB to apply what this process acknowledged; past it the read
@@ -85,7 +86,12 @@ impl Visibility {
         });
         let query =
             format!("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{table}'");
-        tokio::spawn(track(Arc::downgrade(&shared), wake, reads, query));
+        tokio::spawn(track(
+            Arc::downgrade(&shared),
+            wake,
+            BoundedPool::new(reads),
+            query,
+        ));
         Self { shared }
     }
 
@@ -160,7 +166,7 @@ pub(super) async fn wait_for_mark<T: PartialOrd + Copy>(
 /// but not known applied, waits until QuestDB applied every transaction its sequencer had
 /// numbered when it looked, then publishes them. A read that starts waiting meanwhile leaves a
 /// wake-up behind, so it gets a look of its own right after.
-async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: Pool, query: String) {
+async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, query: String) {
     loop {
         // Timing out only means it is time to forget what was applied meanwhile.
         let _ = tokio::time::timeout(FORGET_EVERY, wake.notified()).await;
@@ -201,17 +207,20 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: Pool, query: Stri
 }
 
 /// Waits until QuestDB's table writer reached the sequencer transaction current at the first
-/// look; `Ok(false)` when every handle is gone meanwhile.
+/// look; `Ok(false)` when every handle is gone meanwhile. The apply may lag for long, so each
+/// look, not the wait, is bounded.
 async fn applied_through_now(
-    reads: &Pool,
+    reads: &BoundedPool,
     query: &str,
     shared: &Weak<Shared>,
 ) -> Result<bool, StoreError> {
-    let client = reads.get().await?;
     let mut goal: Option<i64> = None;
     let mut pause = POLL_FIRST;
     loop {
-        let Some(row) = client.query_opt(query, &[]).await? else {
+        let look = reads
+            .run(async |client| Ok(client.query_opt(query, &[]).await?))
+            .await?;
+        let Some(row) = look else {
             // The table is gone (dropped): nothing is left to wait for.
             return Ok(true);
         };
