@@ -23,13 +23,12 @@ use crate::http::{server, AppState};
 use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
-use crate::store::postgres::{self, PostgresDevices};
+use crate::store::postgres::{self, BoundedPool, PostgresDevices};
 use crate::store::questdb;
 use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
 use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
 use crate::telemetry::chain;
 use crate::tls::Roots;
-use deadpool_postgres::Pool;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +217,15 @@ async fn postgres_devices(
     url: &str,
     map: Arc<MapCache>,
     metrics: &ServerMetrics,
-) -> Result<(Arc<dyn DeviceStore>, Arc<KeyCache>, Pool, ListenerGuard), StartError> {
+) -> Result<
+    (
+        Arc<dyn DeviceStore>,
+        Arc<KeyCache>,
+        BoundedPool,
+        ListenerGuard,
+    ),
+    StartError,
+> {
     let (pool, target) = postgres::connect(url).await?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
     let keys = Arc::new(KeyCache::new(

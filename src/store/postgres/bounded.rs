@@ -19,29 +19,17 @@ use crate::store::StoreError;
 /// reply. A read of a year of data answers in milliseconds; ten seconds is a stalled database.
 pub(crate) const CALL_LIMIT: Duration = Duration::from_secs(10);
 
-/// A connection pool whose calls are bounded by a time limit.
-#[derive(Clone)]
-pub(crate) struct BoundedPool {
+/// A connection pool whose calls are bounded by [`CALL_LIMIT`]: the only form in which the
+/// constructors of PG-wire pools ([`super::connect`], QuestDB's) hand a pool out.
+#[derive(Debug, Clone)]
+pub struct BoundedPool {
     pool: Pool,
-    limit: Duration,
-}
-
-impl std::fmt::Debug for BoundedPool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BoundedPool")
-            .field("status", &self.pool.status())
-            .field("limit", &self.limit)
-            .finish()
-    }
 }
 
 impl BoundedPool {
     /// Calls on `pool` bounded by [`CALL_LIMIT`].
     pub(crate) fn new(pool: Pool) -> Self {
-        Self {
-            pool,
-            limit: CALL_LIMIT,
-        }
+        Self { pool }
     }
 
     /// Runs `work` on a pooled connection within the limit; a connection whose call ran out of
@@ -50,15 +38,15 @@ impl BoundedPool {
         &self,
         work: impl AsyncFnOnce(&mut Object) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let deadline = Instant::now() + self.limit;
+        let deadline = Instant::now() + CALL_LIMIT;
         let mut client = timeout_at(deadline, self.pool.get())
             .await
-            .map_err(|_| StoreError::Timeout(self.limit))??;
+            .map_err(|_| StoreError::Timeout(CALL_LIMIT))??;
         // A statement of its own, so the timed-out call's borrow of `client` ends here.
         let outcome = timeout_at(deadline, work(&mut client)).await;
         outcome.unwrap_or_else(|_| {
             drop(Object::take(client));
-            Err(StoreError::Timeout(self.limit))
+            Err(StoreError::Timeout(CALL_LIMIT))
         })
     }
 }

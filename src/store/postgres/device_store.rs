@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{GenericClient, Pool, Transaction};
+use deadpool_postgres::{GenericClient, Transaction};
 use tokio_postgres::Row;
 
 use super::bounded::BoundedPool;
@@ -19,10 +19,8 @@ pub struct PostgresDevices {
 
 impl PostgresDevices {
     /// Devices in the database behind `pool` (schema already applied by [`super::connect`]).
-    pub fn new(pool: Pool) -> Self {
-        Self {
-            bounded: BoundedPool::new(pool),
-        }
+    pub fn new(bounded: BoundedPool) -> Self {
+        Self { bounded }
     }
 }
 

@@ -5,7 +5,7 @@
 //! `NOTIFY` in the same transaction; every process `LISTEN`s ([`listener`]) and evicts its cached
 //! credentials when the notification arrives.
 
-pub(crate) mod bounded;
+mod bounded;
 mod device_store;
 pub mod listener;
 
@@ -14,6 +14,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use super::pg_tls::PgTarget;
 use super::StoreError;
 
+pub use bounded::BoundedPool;
 pub use device_store::PostgresDevices;
 
 /// The schema, applied in order at every start.
@@ -33,8 +34,9 @@ const POOL_SIZE: usize = 16;
 pub const CREDENTIALS_CHANNEL: &str = "airq_device_credentials";
 
 /// A pool of connections to the device database, schema applied, and where it connects (for the
-/// listener's own connection).
-pub async fn connect(url: &str) -> Result<(Pool, PgTarget), StoreError> {
+/// listener's own connection). The schema is applied without the calls' time bound: a start
+/// waits for another process's start to finish applying it.
+pub async fn connect(url: &str) -> Result<(BoundedPool, PgTarget), StoreError> {
     let (pool, target) = pool(url, POOL_SIZE)?;
     let mut client = pool.get().await?;
     let transaction = client.transaction().await?;
@@ -45,7 +47,7 @@ pub async fn connect(url: &str) -> Result<(Pool, PgTarget), StoreError> {
         transaction.batch_execute(script).await?;
     }
     transaction.commit().await?;
-    Ok((pool, target))
+    Ok((BoundedPool::new(pool), target))
 }
 
 /// A pool of up to `size` connections to a PG-wire server (PostgreSQL, or QuestDB), TLS as the

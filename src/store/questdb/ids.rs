@@ -1,10 +1,8 @@
 //! Receipt ids for the QuestDB pair: blocks taken from a PostgreSQL sequence shared by every
 //! process, so ids are unique across replicas and only grow within a process.
 
-use deadpool_postgres::Pool;
-
 use crate::domain::ReadingId;
-use crate::store::postgres::bounded::BoundedPool;
+use crate::store::postgres::BoundedPool;
 use crate::store::StoreError;
 
 /// Ids per block taken from the `reading_ids` sequence (its `INCREMENT BY`).
@@ -31,11 +29,11 @@ impl std::fmt::Debug for IdBlocks {
 
 impl IdBlocks {
     /// Ids from the sequence behind `pool`, which is used on the runtime this is called from.
-    pub(super) fn new(pool: Pool) -> Result<Self, StoreError> {
+    pub(super) fn new(pool: BoundedPool) -> Result<Self, StoreError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Config("the QuestDB writer needs a runtime".into()))?;
         Ok(Self {
-            pool: BoundedPool::new(pool),
+            pool,
             next: 0,
             end: 0,
             runtime,

@@ -29,8 +29,7 @@ mod visibility;
 
 use std::path::Path;
 
-use deadpool_postgres::Pool;
-
+use super::postgres::BoundedPool;
 use super::{ReadingSink, StoreError};
 
 pub use reading_store::QuestDbReadings;
@@ -107,8 +106,9 @@ impl std::fmt::Display for TableName {
     }
 }
 
-/// A pool on QuestDB's PG wire, with the readings table created.
-async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
+/// A pool on QuestDB's PG wire, with the readings table created (at start, without the calls'
+/// time bound, as PostgreSQL's schema).
+async fn connect(config: &QuestDbConfig) -> Result<BoundedPool, StoreError> {
     let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
     let table = config.table.as_str();
@@ -139,7 +139,7 @@ async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
             client.simple_query(&sql).await?;
         }
     }
-    Ok(pool)
+    Ok(BoundedPool::new(pool))
 }
 
 /// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one
@@ -148,7 +148,7 @@ async fn connect(config: &QuestDbConfig) -> Result<Pool, StoreError> {
 /// `data_dir`, in segment files of `segment_bytes`.
 pub async fn open(
     config: &QuestDbConfig,
-    ids: Pool,
+    ids: BoundedPool,
     (data_dir, segment_bytes): (&Path, u64),
 ) -> Result<Opened, StoreError> {
     let reads = connect(config).await?;

@@ -11,7 +11,6 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -22,7 +21,7 @@ use crate::domain::timeline::Interval;
 use crate::domain::{
     Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
 };
-use crate::store::postgres::bounded::BoundedPool;
+use crate::store::postgres::BoundedPool;
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
 /// `count, one sum per value`.
@@ -41,9 +40,14 @@ pub struct QuestDbReadings {
 impl QuestDbReadings {
     /// Readings in `table`, read through `pool`, fresh as of what `visibility` (and `spool`, when
     /// uploads go through one) was told.
-    pub fn new(pool: Pool, table: TableName, visibility: Visibility, spool: Option<Spool>) -> Self {
+    pub fn new(
+        pool: BoundedPool,
+        table: TableName,
+        visibility: Visibility,
+        spool: Option<Spool>,
+    ) -> Self {
         Self {
-            pool: BoundedPool::new(pool),
+            pool,
             table,
             visibility,
             spool,

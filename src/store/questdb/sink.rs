@@ -7,13 +7,13 @@
 //! makes the reads that could see it wait until QuestDB applied it.
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 
 use super::ids::IdBlocks;
 use super::ilp::IlpWriter;
 use super::visibility::Visibility;
 use super::TableName;
 use crate::domain::{ReadingId, StoredReading};
+use crate::store::postgres::BoundedPool;
 use crate::store::{ReadingSink, StoreError};
 
 /// One batch writer lane's side of QuestDB.
@@ -31,7 +31,7 @@ impl QuestDbSink {
     pub fn new(
         ilp: String,
         table: TableName,
-        ids: Pool,
+        ids: BoundedPool,
         visibility: Visibility,
     ) -> Result<Self, StoreError> {
         Ok(Self {

@@ -33,7 +33,6 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
 use tokio::sync::watch;
 
 use super::forward::{self, Event, Forwarder, Lanes};
@@ -41,6 +40,7 @@ use super::ids::IdBlocks;
 use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
 use crate::store::ingest_log::{Entry, GroupSync, IngestLog};
+use crate::store::postgres::BoundedPool;
 use crate::store::sqlite::{adopt_legacy_log, to_micros};
 use crate::store::{ReadingSink, StoreError};
 
@@ -189,7 +189,7 @@ impl SpoolSink {
     /// starts forwarding through `lanes`.
     pub(super) fn open(
         (data_dir, segment_bytes): (&Path, u64),
-        ids: Pool,
+        ids: BoundedPool,
         lanes: Lanes,
     ) -> Result<(Self, Spool), StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {

@@ -24,12 +24,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
 use tokio::sync::{watch, Notify};
 
 use super::TableName;
 use crate::domain::DeviceUuid;
-use crate::store::postgres::bounded::BoundedPool;
+use crate::store::postgres::BoundedPool;
 use crate::store::StoreError;
 
 /// Longest wait of a read for QuestDB to apply what this process acknowledged; past it the read
@@ -77,7 +76,7 @@ impl Drop for Shared {
 impl Visibility {
     /// Starts the tracker of `table` on the current runtime, looking through `reads`; it stops
     /// once every handle is dropped.
-    pub fn start(reads: Pool, table: &TableName) -> Self {
+    pub fn start(reads: BoundedPool, table: &TableName) -> Self {
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::default(),
@@ -86,12 +85,7 @@ impl Visibility {
         });
         let query =
             format!("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{table}'");
-        tokio::spawn(track(
-            Arc::downgrade(&shared),
-            wake,
-            BoundedPool::new(reads),
-            query,
-        ));
+        tokio::spawn(track(Arc::downgrade(&shared), wake, reads, query));
         Self { shared }
     }
 
