@@ -342,6 +342,34 @@ async fn the_location_is_the_latest_sample_that_carried_one() {
 }
 
 #[tokio::test]
+async fn a_location_replaced_by_a_reading_without_one_no_longer_counts() {
+    let app = TestApp::spawn().await;
+    app.clock.set(t0());
+    let device = app.register_named("alice", "Bike").await;
+    report(
+        &app,
+        &device,
+        located(sample(), 1.0, 2.0),
+        t0() - minutes(40),
+    )
+    .await;
+    report(
+        &app,
+        &device,
+        located(sample(), 48.137, 11.575),
+        t0() - minutes(30),
+    )
+    .await;
+    // The same key again, without a location: the reading it replaces took its location along.
+    report(&app, &device, sample(), t0() - minutes(30)).await;
+
+    let data = app.data_as("alice", &device_path(&device)).await;
+    assert_eq!(data["location"]["lat"], 1.0, "{data}");
+    assert_eq!(data["location"]["timestamp"], "2026-10-25T11:20:00.000Z");
+    assert_eq!(data["sample_count"].as_u64(), Some(2));
+}
+
+#[tokio::test]
 async fn the_location_is_null_when_no_sample_ever_carried_one() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());

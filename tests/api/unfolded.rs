@@ -161,6 +161,68 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
+#[tokio::test]
+async fn a_location_whose_reading_is_replaced_without_one_is_gone_before_the_fold() {
+    let app = app_folding_every(2).await;
+    let device = public_device(&app).await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let now = Utc::now();
+    let (earlier, later) = (now - TimeDelta::minutes(20), now - TimeDelta::minutes(5));
+    let located_at = |at, lat| located(measured(sample_with(10, 1.0, 20.0), at), lat, 13.4);
+    app.upload_ok(&device, &located_at(earlier, 48.1)).await;
+    app.upload_ok(&device, &located_at(later, 52.5)).await;
+    until_folded(&app, 2).await;
+    // The later key again, without a location: one row below the fold's threshold.
+    app.upload_ok(&device, &measured(sample_with(30, 3.0, 20.0), later))
+        .await;
+
+    let current = app
+        .data_as("alice", &format!("/devices/{id}/current"))
+        .await;
+    assert_close(&current["location"]["lat"], 48.1, "the earlier location");
+    let pooled = app.data_as("alice", "/air-quality/current").await;
+    assert_close(&pooled["location"]["lat"], 48.1, "owner-wide too");
+    let map: Value = app
+        .get_public("/public/map/devices")
+        .await
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        map["data"][0]["aqi"], 10,
+        "the map shows the earlier sample: {map}"
+    );
+    assert_close(&map["data"][0]["lat"], 48.1, "the map's lat");
+}
+
+#[tokio::test]
+async fn a_device_whose_only_location_is_replaced_without_one_has_none_before_the_fold() {
+    let app = app_folding_every(2).await;
+    let device = public_device(&app).await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let now = Utc::now();
+    let at = now - TimeDelta::minutes(5);
+    app.upload_ok(
+        &device,
+        &measured(sample_with(20, 2.0, 20.0), now - TimeDelta::minutes(30)),
+    )
+    .await;
+    app.upload_ok(
+        &device,
+        &located(measured(sample_with(10, 1.0, 20.0), at), 52.5, 13.4),
+    )
+    .await;
+    until_folded(&app, 2).await;
+    app.upload_ok(&device, &measured(sample_with(30, 3.0, 20.0), at))
+        .await;
+
+    let current = app
+        .data_as("alice", &format!("/devices/{id}/current"))
+        .await;
+    assert_eq!(current["location"], Value::Null, "{current}");
+    assert_eq!(current["aqi"], 25, "(20 + 30) / 2: {current}");
+}
+
 /// The fold's watermark (the highest folded receipt id).
 fn folded_through(app: &TestApp) -> i64 {
     count(

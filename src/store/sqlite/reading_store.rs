@@ -39,6 +39,36 @@ fn owned_devices(devices: &[DeviceUuid]) -> Vec<[u8; 16]> {
     devices.iter().copied().map(device_bytes).collect()
 }
 
+/// A located sample: time, lat, lon, provider, aqi, pm2.5, temperature.
+type Located = (i64, f64, f64, String, i64, f64, f64);
+
+/// A device's latest located folded sample before `at`.
+fn located_before(
+    connection: &Connection,
+    device: [u8; 16],
+    at: i64,
+) -> Result<Option<Located>, StoreError> {
+    Ok(connection
+        .prepare_cached(
+            "SELECT b.at, r.lat, r.lon, r.location_provider, r.aqi, r.pm2_5, r.temperature \
+             FROM readings_by_device b JOIN readings r ON r.id = b.id \
+             WHERE b.device = ?1 AND b.at < ?2 AND r.lat IS NOT NULL \
+             ORDER BY b.at DESC LIMIT 1",
+        )?
+        .query_row(params![device.as_slice(), at], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+            ))
+        })
+        .optional()?)
+}
+
 /// The read routes' side of the embedded store.
 #[derive(Debug, Clone)]
 pub struct SqliteReadings {
@@ -211,7 +241,7 @@ impl ReadingStore for SqliteReadings {
             )?;
             // Per device: the latest located sample (time, lat, lon, provider, aqi, pm2.5,
             // temperature) and the last contact.
-            type Latest = (Option<(i64, f64, f64, String, i64, f64, f64)>, i64);
+            type Latest = (Option<Located>, i64);
             let mut latest: HashMap<[u8; 16], Latest> = HashMap::new();
             let rows = statement.query_map([Rc::clone(devices)], |row| {
                 let device = read_device(row, 0)?.unwrap_or_default();
@@ -230,7 +260,15 @@ impl ReadingStore for SqliteReadings {
                 Ok((device, located, row.get::<_, i64>(8)?))
             })?;
             for row in rows {
-                let (device, located, last_seen) = row?;
+                let (device, mut located, last_seen) = row?;
+                // A folded location whose reading an unfolded one replaces is gone with it; the
+                // one before it counts until the replacing row is weighed below.
+                while let Some(at) = located.as_ref().map(|located| located.0) {
+                    if !tail.replaces(device, at) {
+                        break;
+                    }
+                    located = located_before(connection, device, at)?;
+                }
                 latest.insert(device, (located, last_seen));
             }
             for row in &tail.rows {

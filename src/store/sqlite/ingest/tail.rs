@@ -20,6 +20,8 @@ use crate::store::StoreError;
 /// A folded reading that an unfolded one replaces.
 #[derive(Debug, Clone)]
 pub(crate) struct Replaced {
+    /// Its device.
+    pub(crate) device: [u8; 16],
     /// Its time, microseconds.
     pub(crate) at: i64,
     /// Its values.
@@ -62,10 +64,17 @@ impl Tail {
                 .query_row(params![device.as_slice(), at], |row| read_values(row, 0))
                 .optional()?;
             if let Some(values) = values {
-                replaced.push(Replaced { at, values });
+                replaced.push(Replaced { device, at, values });
             }
         }
         Ok(Self { rows, replaced })
+    }
+
+    /// Whether an unfolded row replaces `device`'s folded reading at `at`.
+    pub(crate) fn replaces(&self, device: [u8; 16], at: i64) -> bool {
+        self.replaced
+            .iter()
+            .any(|replaced| replaced.device == device && replaced.at == at)
     }
 }
 
