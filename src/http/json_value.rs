@@ -25,12 +25,10 @@ pub const MAX_DEPTH: usize = 128;
 /// Why a body's text is not a value the server accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
-    /// Not JSON; the byte offset where the parser gave up (never its internals).
-    #[error("the body is not valid JSON: the parser stopped near byte {at}")]
-    Syntax {
-        /// Byte offset into the body (as decompressed).
-        at: usize,
-    },
+    /// Not JSON; what is wrong and where (line and column, as an editor counts them), never the
+    /// parser's internals.
+    #[error("the body is not valid JSON: {0}")]
+    Syntax(String),
     /// Valid JSON, nested deeper than [`MAX_DEPTH`].
     #[error("the body nests arrays and objects more than {MAX_DEPTH} levels deep")]
     TooDeep,
@@ -38,25 +36,95 @@ pub enum JsonError {
 
 /// The document `text` holds, a whole JSON document.
 pub fn parse(text: &[u8]) -> Result<JsonDocument, JsonError> {
+    // simd-json decodes an escaped high surrogate without its low half as U+0000 (a character
+    // the client never sent) instead of refusing it as it refuses a lone low half.
+    if let Some(at) = unpaired_surrogate(text) {
+        return Err(JsonError::Syntax(format!(
+            "an unpaired UTF-16 surrogate escape {}",
+            position(text, at)
+        )));
+    }
     // simd-json unescapes strings in place, so it gets a copy: the text may be needed again.
     let mut scratch = text.to_vec();
     let document = match simd_json::to_tape(&mut scratch) {
         Ok(tape) => JsonDocument::from_tape(&tape.0),
-        Err(error) => {
-            let at = error.index();
-            let saturated = json_numbers::saturate(text).ok_or(JsonError::Syntax { at })?;
+        Err(_) => {
+            let saturated = json_numbers::saturate(text).ok_or_else(|| why_not_json(text))?;
             let mut scratch = saturated;
-            let tape = simd_json::to_tape(&mut scratch).map_err(|_| JsonError::Syntax { at })?;
+            let tape = simd_json::to_tape(&mut scratch).map_err(|_| why_not_json(text))?;
             JsonDocument::from_tape(&tape.0)
         }
     };
     // A tape from a successful parse is whole; a broken one would be simd-json's bug, and is
     // refused rather than trusted.
-    let document = document.ok_or(JsonError::Syntax { at: 0 })?;
+    let document =
+        document.ok_or_else(|| JsonError::Syntax("the parser could not read it".into()))?;
     if document.depth() > MAX_DEPTH {
         return Err(JsonError::TooDeep);
     }
     Ok(document)
+}
+
+/// What is wrong with `text`, which simd-json refused, and where. simd-json's own error offset
+/// is not where the fault is (it names byte 0 for text that is not UTF-8 or ends too soon), so
+/// the text is read again here, on the error path only: its UTF-8 by the standard library, its
+/// syntax by serde_json (whose recursion limit bounds the stack).
+fn why_not_json(text: &[u8]) -> JsonError {
+    if let Err(error) = std::str::from_utf8(text) {
+        let at = error.valid_up_to();
+        return JsonError::Syntax(format!("a byte that is not UTF-8 {}", position(text, at)));
+    }
+    match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+        Err(error) => JsonError::Syntax(error.to_string()),
+        // Valid JSON that simd-json refuses even with its numbers saturated.
+        Ok(_) => JsonError::Syntax("the parser could not read it".into()),
+    }
+}
+
+/// "at line L column C" of byte offset `at` (both from 1; columns count bytes, as serde_json's).
+fn position(text: &[u8], at: usize) -> String {
+    let before = &text[..at.min(text.len())];
+    let line = before.iter().filter(|byte| **byte == b'\n').count() + 1;
+    let column = at
+        - before
+            .iter()
+            .rposition(|byte| *byte == b'\n')
+            .map_or(0, |i| i + 1)
+        + 1;
+    format!("at line {line} column {column}")
+}
+
+/// The offset of the first `\uXXXX` escape of a UTF-16 surrogate that is not half of a pair
+/// (a high half followed by an escaped low half), if any.
+fn unpaired_surrogate(text: &[u8]) -> Option<usize> {
+    let hex = |at: usize| -> Option<u16> {
+        let digits = text.get(at..at + 4)?;
+        u16::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+    };
+    let escape = |at: usize| -> Option<u16> {
+        (text.get(at) == Some(&b'\\') && text.get(at + 1) == Some(&b'u'))
+            .then(|| hex(at + 2))
+            .flatten()
+    };
+    let mut at = 0;
+    while let Some(found) = text[at..].iter().position(|byte| *byte == b'\\') {
+        let slash = at + found;
+        at = match escape(slash) {
+            Some(0xD800..=0xDBFF) => match escape(slash + 6) {
+                Some(0xDC00..=0xDFFF) => slash + 12,
+                _ => return Some(slash),
+            },
+            Some(0xDC00..=0xDFFF) => return Some(slash),
+            Some(_) => slash + 6,
+            // Any other escape is two bytes (`\\` included, so its second half is not read as
+            // the start of one); what is not an escape, the parser refuses.
+            None => slash + 2,
+        };
+        if at >= text.len() {
+            return None;
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -129,17 +197,61 @@ mod tests {
 
     #[test]
     fn invalid_json_names_where_the_parser_stopped() {
-        for text in [
-            r#"{"a": 1e}"#,
-            r#"{"a": 01}"#,
-            "[1, 2",
-            r#"{"a": 1e400"#,
-            "tru",
+        for (text, at) in [
+            (r#"{"a": 1e}"#, "line 1 column 9"),
+            (r#"{"a": 01}"#, "line 1 column 8"),
+            ("[1, 2", "line 1 column 5"),
+            ("{\n  \"a\": 1e400", "line 2 column 12"),
+            ("tru", "line 1 column 3"),
+            ("{\"a\": 1} x", "line 1 column 10"),
         ] {
-            assert!(
-                matches!(parsed(text), Err(JsonError::Syntax { .. })),
+            match parsed(text) {
+                Err(JsonError::Syntax(detail)) => {
+                    assert!(detail.ends_with(at), "{text}: {detail}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_refused_where_it_stops_being_utf8() {
+        let error = parse(b"{\"name\":\"caf\xe9 au lait\"}");
+        assert_eq!(
+            error,
+            Err(JsonError::Syntax(
+                "a byte that is not UTF-8 at line 1 column 13".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn an_escaped_surrogate_without_its_other_half_is_refused_where_it_stands() {
+        for (text, column) in [
+            (r#"{"a": "x\ud800y"}"#, 9),
+            (r#"{"a": "x\ud800"}"#, 9),
+            (r#"{"a": "\uDBFF\u0041"}"#, 8),
+            (r#"{"a": "x\udc00"}"#, 9),
+            (r#"{"a": "\ud83d\ude00\ud800"}"#, 20),
+        ] {
+            assert_eq!(
+                parsed(text),
+                Err(JsonError::Syntax(format!(
+                    "an unpaired UTF-16 surrogate escape at line 1 column {column}"
+                ))),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn paired_surrogates_and_escaped_backslashes_parse() {
+        for text in [
+            r#"{"a": "\ud83d\ude00"}"#,
+            r#"{"a": "\\ud800"}"#,
+            r#"{"a": "\\\\", "b": "\u00e9\n"}"#,
+        ] {
+            assert!(parsed(text).is_ok(), "{text}");
         }
     }
 

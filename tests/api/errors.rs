@@ -310,3 +310,26 @@ async fn a_malformed_body_is_described_without_parser_internals() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_escaped_surrogate_without_its_other_half_is_400_not_a_character_never_sent() {
+    let app = TestApp::spawn().await;
+    let body = r#"{"name":"a\ud800b"}"#;
+    let problem_body = problem(post_raw(&app, Some("application/json"), body).await, 400).await;
+    assert_eq!(problem_body["type"], "urn:airq:problem:malformed-body");
+    assert_eq!(
+        problem_body["detail"],
+        "the body is not valid JSON: an unpaired UTF-16 surrogate escape at line 1 column 11"
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_utf8_is_400_naming_where_it_stops_being_utf8() {
+    let app = TestApp::spawn().await;
+    let body = b"{\"name\":\"caf\xe9 and more\"}".to_vec();
+    let problem_body = problem(post_raw(&app, Some("application/json"), body).await, 400).await;
+    assert_eq!(
+        problem_body["detail"],
+        "the body is not valid JSON: a byte that is not UTF-8 at line 1 column 13"
+    );
+}
