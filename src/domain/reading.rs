@@ -1,6 +1,6 @@
 //! A sensor reading: the upload body of `POST /data`, parsed and bounded.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 
 use super::device::DeviceUuid;
 use super::field_errors::{Code, FieldErrors, In};
@@ -115,20 +115,30 @@ fn value(object: &JsonObject<'_>, measure: Measure, errors: &mut FieldErrors) ->
     let value = if measure.is_integer() {
         object.required::<i64>(key, errors)? as f64
     } else {
-        object.required::<f64>(key, errors)?
+        without_negative_zero(object.required::<f64>(key, errors)?)
     };
     let (minimum, maximum) = measure.bounds();
     (at_least(object, key, value, minimum, errors) & at_most(object, key, value, maximum, errors))
         .then_some(value)
 }
 
+/// `-0.0` as `0.0`, the one zero stored: a store may keep the sign (the unfolded rows, JSON) or
+/// not (SQLite's REAL, sums), and a reading must read back the same before and after the fold.
+fn without_negative_zero(value: f64) -> f64 {
+    value + 0.0
+}
+
 fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option<Location> {
-    let lat = location.required::<f64>("lat", errors);
+    let lat = location
+        .required::<f64>("lat", errors)
+        .map(without_negative_zero);
     if let Some(lat) = lat {
         at_least(location, "lat", lat, -90.0, errors);
         at_most(location, "lat", lat, 90.0, errors);
     }
-    let lon = location.required::<f64>("lon", errors);
+    let lon = location
+        .required::<f64>("lon", errors)
+        .map(without_negative_zero);
     if let Some(lon) = lon {
         at_least(location, "lon", lon, -180.0, errors);
         at_most(location, "lon", lon, 180.0, errors);
@@ -161,7 +171,19 @@ fn parse_measured_at(
         return None;
     };
     let at = at.with_timezone(&Utc);
-    if at < now - MAX_AGE {
+    if at.nanosecond() >= 1_000_000_000 {
+        // chrono reads second 60 as a leap second and stores it as the next minute's second 0,
+        // so the receipt would name a time the reading is not stored under. No leap second has
+        // been inserted since 2016, and none lies within the accepted 366 days.
+        let name = name();
+        errors.push(
+            In::Body,
+            &name,
+            Code::Format,
+            format!("`{name}` names second 60, and no leap second lies within the accepted range"),
+        );
+        None
+    } else if at < now - MAX_AGE {
         let name = name();
         errors.push(
             In::Body,

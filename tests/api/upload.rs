@@ -999,6 +999,59 @@ async fn measured_at_must_be_rfc3339() {
 }
 
 #[tokio::test]
+async fn measured_at_with_second_60_is_a_format_problem() {
+    let (app, device) = app_with_device().await;
+    let minute = app.clock.now() - TimeDelta::minutes(10);
+    let mut body = sample();
+    body["measured_at"] = json!(minute.format("%Y-%m-%dT%H:%M:60Z").to_string());
+    let errors = rejected(&app, &device, &body).await;
+    assert_eq!(errors, [fe("measured_at", "format", "body")]);
+    assert!(app.stored_ids().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_negative_zero_reads_back_as_zero_at_once() {
+    let (app, device) = app_with_device().await;
+    let now = app.clock.now();
+    let mut body = located(sample(), -0.0, -0.0);
+    body["pms_data"]["pm1_0"] = json!(-0.0);
+    body["temperature_data"]["temperature"] = json!(-0.0);
+    accepted(&app, &device, &measured(body, now - TimeDelta::minutes(1))).await;
+
+    let id = device["id"].as_str().expect("id");
+    let start = (now - TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ");
+    let end = (now + TimeDelta::hours(1)).format("%Y-%m-%dT%H:%M:%SZ");
+    let export = app
+        .owner_request(
+            Method::GET,
+            &format!("/devices/{id}/readings?start={start}&end={end}&format=csv"),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("text");
+    let row = export.lines().nth(1).expect("one reading");
+    let values: Vec<&str> = row.split(',').skip(1).collect();
+    assert_eq!(values.len(), 9, "{row}");
+    assert!(values.iter().all(|value| !value.starts_with('-')), "{row}");
+    let current = app
+        .data_as("alice", &format!("/devices/{id}/current"))
+        .await;
+    for value in [
+        &current["pm1_0"],
+        &current["temperature"],
+        &current["location"]["lat"],
+        &current["location"]["lon"],
+    ] {
+        let value = value.as_f64().expect("a number");
+        assert!(value == 0.0 && value.is_sign_positive(), "{current}");
+    }
+}
+
+#[tokio::test]
 async fn measured_at_may_be_up_to_366_days_old() {
     let (app, device) = app_with_device().await;
     let now = app.clock.now();
