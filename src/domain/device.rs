@@ -51,7 +51,7 @@ impl fmt::Display for DeviceUuid {
 }
 
 /// A device name: 1 to 100 Unicode characters as sent, at least one of them not whitespace, no
-/// control characters; stored without its surrounding whitespace. Every rule holds for the text
+/// control characters and no bidirectional controls; stored without its surrounding whitespace. Every rule holds for the text
 /// as sent, so that the OpenAPI document's `maxLength` and `pattern` describe exactly what is
 /// accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +83,13 @@ impl DeviceName {
                 Code::Format,
                 "`name` must not contain control characters".into(),
             ))
+        } else if raw.chars().any(is_bidi_control) {
+            Err((
+                Code::Format,
+                "`name` must not contain bidirectional embedding, override or isolate controls \
+                 (U+202A–U+202E, U+2066–U+2069)"
+                    .into(),
+            ))
         } else {
             Ok(Self(name.to_owned()))
         }
@@ -97,6 +104,13 @@ impl DeviceName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// Whether `c` opens or closes a bidirectional embedding, override or isolate. Such a character
+/// in a name shown on a page or in a list reorders the text after it (a name could turn the
+/// page's own words around); right-to-left letters and the marks U+200E/U+200F do not.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// The three owner-controlled flags of a device.
@@ -247,6 +261,13 @@ mod tests {
         );
         assert_eq!(code("\nBalcony"), Some(Code::Format));
         assert_eq!(code(" \u{a0} "), Some(Code::MinLength));
+        assert_eq!(code("\u{202e}Balcony"), Some(Code::Format));
+        assert_eq!(code("Balcony \u{2067}"), Some(Code::Format));
+        assert_eq!(
+            code("\u{200f}شرفة"),
+            None,
+            "right-to-left text and its marks"
+        );
         assert_eq!(
             DeviceName::parse("  Balcony ").map(|name| name.as_str().to_owned()),
             Ok("Balcony".to_owned())

@@ -308,12 +308,14 @@ async fn registration_lists_every_field_problem_at_once() {
 }
 
 #[tokio::test]
-async fn a_blank_or_non_string_name_is_refused() {
+async fn a_blank_non_string_or_reordering_name_is_refused() {
     let app = TestApp::spawn().await;
     for (name, code) in [
         (json!("   "), "min_length"),
         (json!(42), "type"),
         (json!("a\u{7}b"), "format"),
+        (json!("\u{202e}ecived live"), "format"),
+        (json!("Roof \u{2066}x\u{2069}"), "format"),
     ] {
         let response = app
             .send_json_as("alice", Method::POST, "/devices", &json!({ "name": name }))
