@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
+use crate::domain::OwnerId;
 pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::cors::CorsOrigins;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
@@ -202,14 +203,25 @@ const MAX_RATE: i64 = 60_000_000;
 /// Flags of `airq token`.
 #[derive(Debug, Clone, Args)]
 pub struct TokenArgs {
-    /// The owner (`sub` of the token).
-    pub owner: String,
+    /// The owner (`sub` of the token): 1 to 255 bytes, no control characters (the server
+    /// refuses any other `sub`, so no such token is minted).
+    #[arg(value_parser = parse_owner)]
+    pub owner: OwnerId,
     /// Lifetime: a number with a unit, s, m, h or d (`90m`, `30d`).
     #[arg(long, default_value = "30d", value_parser = parse_ttl)]
     pub ttl: Duration,
     /// The data directory whose local issuer signs the token.
     #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
     pub data_dir: PathBuf,
+}
+
+fn parse_owner(text: &str) -> Result<OwnerId, String> {
+    OwnerId::parse(text).ok_or_else(|| {
+        format!(
+            "an owner has 1 to {} bytes and no control characters",
+            OwnerId::MAX_LEN
+        )
+    })
 }
 
 /// Parses `30d`, `12h`, `90m`, `45s` or a bare number of seconds.

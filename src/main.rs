@@ -36,7 +36,7 @@ fn main() -> ExitCode {
 /// Prints a token, alone on stdout, so `TOKEN=$(airq token alice)` works.
 fn token(args: &TokenArgs) -> Result<(), Box<dyn std::error::Error>> {
     let issuer = LocalIssuer::open(&args.data_dir)?;
-    println!("{}", issuer.mint(&args.owner, args.ttl)?);
+    println!("{}", issuer.mint(args.owner.as_str(), args.ttl)?);
     Ok(())
 }
 

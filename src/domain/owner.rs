@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// An authenticated owner. Only the auth layer creates one, from a verified token.
+/// An owner: the auth layer makes one from a verified token, the CLI one for a token it mints.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OwnerId(String);
 

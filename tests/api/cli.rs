@@ -253,6 +253,24 @@ fn an_owner_is_required() {
     assert!(!output.stderr.is_empty());
 }
 
+#[test]
+fn an_owner_the_server_would_refuse_gets_no_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let long = "a".repeat(256);
+    for owner in ["", "ali\nce", long.as_str()] {
+        let output = run(airq(
+            dir.path(),
+            &["token", owner, "--data-dir", data_dir.to_str().unwrap()],
+        ));
+        assert!(!output.status.success(), "owner {owner:?} accepted");
+        assert!(output.stdout.is_empty(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("an owner has 1 to 255 bytes"), "{stderr}");
+    }
+    assert!(!data_dir.join("owner-token.secret").exists());
+}
+
 #[tokio::test]
 async fn airq_data_dir_selects_the_data_dir_without_the_flag() {
     let app = TestApp::spawn().await;
