@@ -6,7 +6,9 @@
 //! 23 or 25 hours and an hour can start at :30 or :45 UTC. Every real zone offset is a multiple of
 //! 15 minutes, which is why 15-minute rollups answer every plan exactly.
 
-use chrono::{DateTime, Datelike, Days, Months, NaiveDate, TimeDelta, TimeZone, Timelike, Utc};
+use chrono::{
+    DateTime, Datelike, Days, Months, NaiveDate, Offset, TimeDelta, TimeZone, Timelike, Utc,
+};
 use chrono_tz::Tz;
 
 /// The four fixed timelines of the historical routes.
@@ -86,7 +88,7 @@ impl BucketPlan {
                 let current = floor_hour(now, tz);
                 hours(
                     current - TimeDelta::hours(23),
-                    current + TimeDelta::hours(1),
+                    next_hour(current, tz),
                     tz,
                     "%H:%M",
                 )
@@ -147,11 +149,53 @@ pub fn local_midnight(date: NaiveDate, tz: Tz) -> DateTime<Utc> {
         .map_or_else(|| midnight.and_utc(), |at| at.with_timezone(&Utc))
 }
 
-/// The start of the local hour containing `at`.
+/// The start of the local hour containing `at`: its :00 as the zone's clocks show it, or the
+/// zone's last change of offset after that, when one falls inside the hour (on the day Lord Howe
+/// Island moves its clocks from 02:00 to 02:30, the hour of 02:45 starts at 02:30).
 fn floor_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
     let local = at.with_timezone(&tz);
-    at - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
-        - TimeDelta::nanoseconds(i64::from(local.nanosecond()))
+    let floor = at
+        - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
+        - TimeDelta::nanoseconds(i64::from(local.nanosecond()));
+    match offset_change(floor, at, tz) {
+        Some(change) => change,
+        None => floor,
+    }
+}
+
+/// The start of the local hour after the one starting at `at` (itself such a start): the next
+/// :00 on the zone's clocks, or the zone's next change of offset before it, so that no bucket
+/// spans two offsets (Berlin's October night has two `02:00` hours; Lord Howe Island's April one
+/// an hour `01:00` of 30 minutes, then `01:30` of 30 more, as its clocks go back by half an hour).
+fn next_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
+    let local = at.with_timezone(&tz);
+    let next = at + TimeDelta::hours(1)
+        - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
+        - TimeDelta::nanoseconds(i64::from(local.nanosecond()));
+    match offset_change(at, next, tz) {
+        Some(change) => change,
+        None => next,
+    }
+}
+
+/// The first instant in `(from, to]` at which `tz`'s offset differs from its offset at `from`,
+/// if any (found to the second: zones change offset on whole seconds).
+fn offset_change(from: DateTime<Utc>, to: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    let offset = |at: DateTime<Utc>| tz.offset_from_utc_datetime(&at.naive_utc()).fix();
+    let before = offset(from);
+    if offset(to) == before {
+        return None;
+    }
+    let (mut same, mut changed) = (from, to);
+    while changed - same > TimeDelta::seconds(1) {
+        let middle = same + (changed - same) / 2;
+        if offset(middle) == before {
+            same = middle;
+        } else {
+            changed = middle;
+        }
+    }
+    Some(changed.with_nanosecond(0).unwrap_or(changed))
 }
 
 fn first_of_month(date: NaiveDate) -> NaiveDate {
@@ -167,9 +211,7 @@ fn hours(start: DateTime<Utc>, end: DateTime<Utc>, tz: Tz, format: &str) -> Vec<
     let mut buckets = Vec::new();
     let mut at = start;
     while at < end {
-        // 90 minutes on lands inside the local hour after the next boundary even when the offset
-        // changes in between; flooring returns to that boundary, as the zone's clocks show it.
-        let next = floor_hour(at + TimeDelta::minutes(90), tz).min(end);
+        let next = next_hour(at, tz).min(end);
         buckets.push(Bucket {
             start: at,
             end: next,
@@ -269,5 +311,77 @@ mod tests {
         assert_eq!(plan.buckets.len(), 25);
         assert_eq!(plan.buckets[2].label, "2026-10-25 02:00");
         assert_eq!(plan.buckets[3].label, "2026-10-25 02:00");
+    }
+
+    fn lord_howe_day(month: u32, day: u32) -> BucketPlan {
+        let date = NaiveDate::from_ymd_opt(2026, month, day).unwrap_or_default();
+        BucketPlan::custom(
+            DateRange {
+                start: date,
+                end: date,
+            },
+            Interval::Hour,
+            chrono_tz::Australia::Lord_Howe,
+        )
+    }
+
+    /// `(label, minutes)` of each bucket from the second to the fifth.
+    fn early_hours(plan: &BucketPlan) -> Vec<(String, i64)> {
+        plan.buckets[1..5]
+            .iter()
+            .map(|bucket| {
+                (
+                    bucket.label.clone(),
+                    (bucket.end - bucket.start).num_minutes(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn on_lord_howe_island_the_hour_the_clocks_skip_half_of_lasts_30_minutes() {
+        // 2026-10-04 02:00 LHST (+10:30) becomes 02:30 LHDT (+11:00).
+        let plan = lord_howe_day(10, 4);
+        assert_eq!(plan.buckets.len(), 24);
+        assert_eq!(
+            early_hours(&plan),
+            [
+                ("2026-10-04 01:00".into(), 60),
+                ("2026-10-04 02:30".into(), 30),
+                ("2026-10-04 03:00".into(), 60),
+                ("2026-10-04 04:00".into(), 60),
+            ]
+        );
+        assert_eq!(plan.buckets[2].start, utc("2026-10-03T15:30:00Z"));
+    }
+
+    #[test]
+    fn on_lord_howe_island_the_half_hour_the_clocks_repeat_is_a_bucket_of_its_own() {
+        // 2026-04-05 02:00 LHDT (+11:00) becomes 01:30 LHST (+10:30).
+        let plan = lord_howe_day(4, 5);
+        assert_eq!(plan.buckets.len(), 25);
+        assert_eq!(
+            early_hours(&plan),
+            [
+                ("2026-04-05 01:00".into(), 60),
+                ("2026-04-05 01:30".into(), 30),
+                ("2026-04-05 02:00".into(), 60),
+                ("2026-04-05 03:00".into(), 60),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_current_hour_on_lord_howe_island_starts_where_its_clocks_jumped() {
+        let plan = BucketPlan::timeline(
+            Timeline::Daily,
+            chrono_tz::Australia::Lord_Howe,
+            utc("2026-10-03T15:45:00Z"),
+        );
+        let last = plan
+            .buckets
+            .last()
+            .map(|bucket| (bucket.start, bucket.label.clone()));
+        assert_eq!(last, Some((utc("2026-10-03T15:30:00Z"), "02:30".into())));
     }
 }

@@ -259,6 +259,35 @@ async fn hours_of_a_25_hour_day_in_berlin() {
 }
 
 #[tokio::test]
+async fn hours_on_lord_howe_island_the_day_its_clocks_move_half_an_hour() {
+    let app = TestApp::spawn().await;
+    app.clock.set(now());
+    let device = app.register_named("alice", "Kitchen").await;
+    report_aqi(&app, &device, 1, "2026-10-03T15:15:00Z").await; // 01:45 LHST (+10:30)
+    report_aqi(&app, &device, 2, "2026-10-03T15:45:00Z").await; // 02:45 LHDT (+11:00)
+    report_aqi(&app, &device, 3, "2026-10-03T16:15:00Z").await; // 03:15 LHDT
+
+    let points = points(
+        &app,
+        "start_date=2026-10-04&end_date=2026-10-04&interval=hour&tz=Australia/Lord_Howe",
+    )
+    .await;
+    assert_eq!(
+        labels(&points),
+        ["2026-10-04 01:00", "2026-10-04 02:30", "2026-10-04 03:00"]
+    );
+    assert_eq!(
+        timestamps(&points),
+        [
+            "2026-10-04T01:00:00.000+10:30",
+            "2026-10-04T02:30:00.000+11:00",
+            "2026-10-04T03:00:00.000+11:00"
+        ]
+    );
+    assert_eq!(aqis(&points), [1, 2, 3]);
+}
+
+#[tokio::test]
 async fn only_the_owners_devices_are_pooled() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
