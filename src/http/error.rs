@@ -43,6 +43,12 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The request's `Host` breaks RFC 9112 (missing in HTTP/1.1, repeated, or not a host).
+    #[error("bad Host: {0}")]
+    BadHost(&'static str),
+    /// The body is framed with a transfer coding other than `chunked` alone.
+    #[error("unsupported transfer coding")]
+    UnsupportedTransferCoding,
     /// No route has this path.
     #[error("no route for this path")]
     RouteNotFound,
@@ -153,6 +159,25 @@ impl ApiError {
                 "URI Too Long",
                 format!("the path and query must not exceed {limit} bytes together"),
             ),
+            Self::BadHost(detail) => (
+                StatusCode::BAD_REQUEST,
+                BLANK_TYPE,
+                "Bad Request",
+                (*detail).to_owned(),
+            ),
+            Self::UnsupportedTransferCoding => {
+                // The body's end cannot be found, so nothing after it on this connection can be
+                // read as a request.
+                headers.push((CONNECTION, HeaderValue::from_static("close")));
+                (
+                    StatusCode::NOT_IMPLEMENTED,
+                    BLANK_TYPE,
+                    "Not Implemented",
+                    "the only transfer coding understood is `chunked` alone; send the body \
+                     with Content-Length, or chunked (Content-Encoding: gzip compresses it)"
+                        .to_owned(),
+                )
+            }
             Self::RouteNotFound => (
                 StatusCode::NOT_FOUND,
                 BLANK_TYPE,

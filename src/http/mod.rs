@@ -7,7 +7,8 @@
 //! which becomes an RFC 9457 problem in exactly one `match`.
 //!
 //! Checks run in the order DESIGN.md fixes, after the request target's length (414, in
-//! [`server`]): credentials (401) → path and query (422) → content type (415) → body size (413) →
+//! [`server`]) and the message's framing (400 for its `Host`, 501 for a transfer coding,
+//! [`framing`]): credentials (401) → path and query (422) → content type (415) → body size (413) →
 //! JSON syntax and nesting (400, [`json_value`]) → validation (422) → existence (404). Rate
 //! limits ([`rate_limit`]) come first on public routes and right after the credentials on
 //! uploads (401, then 429), always before the body is read.
@@ -20,6 +21,7 @@ pub mod connections;
 pub mod cors;
 pub mod error;
 pub mod export_formats;
+pub mod framing;
 pub mod json_numbers;
 pub mod json_value;
 pub mod negotiate;

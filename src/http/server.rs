@@ -29,7 +29,7 @@ use super::cors;
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
 use super::state::AppState;
-use super::{router, Request, Response};
+use super::{framing, router, Request, Response};
 
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -118,6 +118,7 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
                 limit: MAX_TARGET_BYTES,
             });
         }
+        framing::check(&request)?;
         router::dispatch(request, &path, peer, state).await
     };
     let outcome = AssertUnwindSafe(routed.instrument(span.clone()))

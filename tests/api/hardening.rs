@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 
-use crate::common::{fe, field_errors, problem, TestApp};
+use crate::common::{fe, field_errors, problem, sample, TestApp};
 
 /// Guard against a hang: far longer than anything below should take.
 const GUARD: Duration = Duration::from_secs(10);
@@ -527,6 +527,51 @@ async fn conflicting_content_lengths_are_400_and_the_connection_closed() {
     .await;
     assert_eq!(response.status, 400);
     assert!(closed, "the connection is closed after broken framing");
+}
+
+#[tokio::test]
+async fn an_http_11_request_without_exactly_one_valid_host_is_a_400_problem() {
+    let app = TestApp::spawn().await;
+    for host in ["", "Host: a\r\nHost: b\r\n", "Host: a b\r\n"] {
+        let (response, _) = raw_exchange(
+            &app,
+            &format!("GET /healthz HTTP/1.1\r\n{host}Connection: close\r\n\r\n"),
+        )
+        .await;
+        assert_eq!(response.status, 400, "{host:?}");
+        assert_eq!(
+            response.header("content-type"),
+            Some("application/problem+json"),
+            "{host:?}"
+        );
+    }
+    let (response, _) = raw_exchange(&app, "GET /healthz HTTP/1.0\r\n\r\n").await;
+    assert_eq!(response.status, 200, "HTTP/1.0 may leave Host out");
+}
+
+#[tokio::test]
+async fn a_transfer_coding_other_than_chunked_is_501_and_the_connection_closed() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "balcony").await;
+    let body = sample().to_string();
+    for coding in ["gzip, chunked", "foo, chunked"] {
+        let (response, closed) = raw_exchange(
+            &app,
+            &format!(
+                "POST /api/v1/data HTTP/1.1\r\nHost: airq\r\nX-Device-ID: {}\r\n\
+                 X-Device-Key: {}\r\nContent-Type: application/json\r\n\
+                 Transfer-Encoding: {coding}\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                device["device_id"].as_str().expect("device_id"),
+                device["device_key"].as_str().expect("device_key"),
+                body.len(),
+            ),
+        )
+        .await;
+        assert_eq!(response.status, 501, "{coding}");
+        assert_eq!(response.json()["status"], 501);
+        assert!(closed, "{coding}: the connection is closed");
+    }
+    assert!(app.stored_ids().await.is_empty(), "nothing was stored");
 }
 
 // ---------------------------------------------------------------------------------------------
