@@ -16,6 +16,7 @@ use super::layout::{self, aqi_chip, Chrome};
 use super::map_page::{library_script, library_style};
 use super::not_found;
 use super::settings::MapSettings;
+use super::text::decimal;
 use crate::domain::{
     AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline,
 };
@@ -108,7 +109,7 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                     div id="device-map" data-lat=(location.lat) data-lon=(location.lon)
                         data-colour=(AqiCategory::of(data.snapshot.as_ref().map_or(0, |s| s.means.aqi())).colour())
                         data-tiles=(settings.tile_url) data-attribution=(settings.tile_attribution) {}
-                    p { (format!("{:.5}, {:.5}", location.lat, location.lon)) }
+                    p { (decimal(location.lat, 5)) ", " (decimal(location.lon, 5)) }
                 }
             }
             section class="chart-card downloads" {
@@ -143,10 +144,10 @@ fn current_section(snapshot: Option<&Snapshot>) -> Markup {
         div class="current" id="current" {
             (aqi_chip(means.aqi()))
             dl class="facts" {
-                dt { "PM2.5" } dd data-field="pm2_5" { (format!("{:.1} µg/m³", means[Measure::Pm2_5])) }
-                dt { "PM10" } dd data-field="pm10_0" { (format!("{:.1} µg/m³", means[Measure::Pm10_0])) }
-                dt { "Temperature" } dd data-field="temperature" { (format!("{:.1} °C", means[Measure::Temperature])) }
-                dt { "Humidity" } dd data-field="humidity" { (format!("{:.0} %", means[Measure::Humidity])) }
+                dt { "PM2.5" } dd data-field="pm2_5" { (decimal(means[Measure::Pm2_5], 1)) " µg/m³" }
+                dt { "PM10" } dd data-field="pm10_0" { (decimal(means[Measure::Pm10_0], 1)) " µg/m³" }
+                dt { "Temperature" } dd data-field="temperature" { (decimal(means[Measure::Temperature], 1)) " °C" }
+                dt { "Humidity" } dd data-field="humidity" { (decimal(means[Measure::Humidity], 0)) " %" }
                 dt { "Status" } dd data-field="status" class={ "status-" (status) } { (status) }
                 dt { "Last reading" } dd data-field="last_seen" {
                     time datetime=(snapshot.last_seen.to_rfc3339_opts(SecondsFormat::Secs, true)) {

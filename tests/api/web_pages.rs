@@ -178,6 +178,26 @@ async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
 }
 
 #[tokio::test]
+async fn the_device_page_rounds_half_away_from_zero_and_never_shows_a_negative_zero() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let device = app
+        .register("alice", json!({ "name": "Rounding", "is_public": true }))
+        .await;
+    let mut reading = sample_with(50, 12.25, -0.04);
+    reading["temperature_data"]["humidity"] = json!(50.5);
+    app.upload_ok(&device, &measured(reading, noon() - TimeDelta::minutes(2)))
+        .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    // Ties-to-even would write 12.2 and 50; the map's popup (map.js) writes 12.3 like this page.
+    assert!(page.contains(r#"data-field="pm2_5">12.3 µg/m³<"#), "{page}");
+    assert!(page.contains(r#"data-field="humidity">51 %<"#));
+    assert!(page.contains(r#"data-field="temperature">0.0 °C<"#));
+    assert!(!page.contains("-0.0"));
+}
+
+#[tokio::test]
 async fn a_device_name_is_shown_as_text_never_as_markup() {
     let app = TestApp::spawn().await;
     let device = device_with_readings(
