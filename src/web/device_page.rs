@@ -16,7 +16,7 @@ use super::layout::{self, aqi_chip, Chrome};
 use super::map_page::{library_script, library_style};
 use super::not_found;
 use super::settings::MapSettings;
-use super::text::decimal;
+use super::text::{decimal, display_name, isolated};
 use crate::domain::{
     AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline,
 };
@@ -82,7 +82,9 @@ pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Respon
 /// The page.
 pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Markup {
     let device = &data.device;
-    let name = device.name.as_str();
+    // The name is user text: isolated from the page's own text around it (see super::text).
+    let name = display_name(device.name.as_str());
+    let plain_name = isolated(device.name.as_str());
     let location = data
         .snapshot
         .as_ref()
@@ -91,17 +93,17 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
     let body = html! {
         div class="page" {
             h1 {
-                (name) " "
+                bdi { (name) } " "
                 span class="tag" { @if device.flags.is_outdoor { "outdoor" } @else { "indoor" } }
             }
             (current_section(data.snapshot.as_ref()))
             section class="chart-card" {
                 h2 { "Last 24 hours (AQI by hour, UTC)" }
-                (chart("chart-24h", &format!("AQI of {name} by hour over the last 24 hours"), &data.day, 6))
+                (chart("chart-24h", &format!("AQI of {plain_name} by hour over the last 24 hours"), &data.day, 6))
             }
             section class="chart-card" {
                 h2 { "Last 30 days (AQI by day, UTC)" }
-                (chart("chart-30d", &format!("AQI of {name} by day over the last 30 days"), &data.month, 7))
+                (chart("chart-30d", &format!("AQI of {plain_name} by day over the last 30 days"), &data.month, 7))
             }
             @if let Some(location) = location {
                 section class="chart-card" {
@@ -131,7 +133,7 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
     } else {
         html! {}
     };
-    layout::document(&format!("{name} · airq"), chrome, head, body)
+    layout::document(&format!("{plain_name} · airq"), chrome, head, body)
 }
 
 fn current_section(snapshot: Option<&Snapshot>) -> Markup {
@@ -240,6 +242,29 @@ mod tests {
         .into_string();
         assert!(!page.contains("<script>alert(1)</script>"));
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    }
+
+    #[test]
+    fn a_stored_names_bidi_controls_cannot_reach_the_page() {
+        // Names stored before the API refused these controls: an override that would reverse
+        // the page's text after the name, and a stray PDI that would close its isolation early.
+        let page = render(
+            &data("\u{202e}evil \u{2069}device", DeviceFlags::default()),
+            &crate::config::Config::new(
+                "127.0.0.1:0".parse().expect("address"),
+                std::path::PathBuf::from("unused"),
+            )
+            .map,
+            Chrome::Full,
+        )
+        .into_string();
+        assert!(page.contains("<h1><bdi>evil device</bdi>"));
+        assert!(page.contains("<title>\u{2068}evil device\u{2069} · airq</title>"));
+        assert!(!page.contains('\u{202e}'));
+        assert_eq!(
+            page.matches('\u{2069}').count(),
+            page.matches('\u{2068}').count()
+        );
     }
 
     #[test]

@@ -106,8 +106,13 @@
   function popup(p) {
     var root = document.createElement('div');
     root.className = 'airq-popup';
+    // The name is user text that may hold right-to-left letters or bidi controls: in a <bdi>,
+    // without the controls that open or close a scope, so it cannot reorder the popup's text
+    // (as the pages do, src/web/text.rs).
     var title = document.createElement('h3');
-    title.textContent = p.name;
+    var name = document.createElement('bdi');
+    name.textContent = String(p.name).replace(/[\u202A-\u202E\u2066-\u2069]/g, '');
+    title.appendChild(name);
     title.dataset.field = 'name';
     root.appendChild(title);
     var list = document.createElement('dl');

@@ -1,10 +1,16 @@
-//! How numbers are written into pages, the same way everywhere.
+//! How numbers and device names are written into pages, the same way everywhere.
 //!
 //! Numbers: the README's one rounding rule (half away from zero, as for `aqi`) applied to the
 //! value as the API writes it (its shortest decimal form), so a page shows what a person rounding
 //! the JSON by hand gets, and never a negative zero ("-0.0 °C" for -0.04 reads as a frost that
 //! is not there). The map's script (`map.js`, `decimal`) implements the very same rule, so a
 //! reading shows one value on the device page and in the map's popup.
+//!
+//! Names: a device name is user text that may hold right-to-left letters or bidi controls. Shown
+//! as it is, an unterminated override (U+202E) reorders the page's own text after it. Names are
+//! therefore shown isolated (`<bdi>` in markup, FSI … PDI in plain text such as `<title>`), and
+//! without the embedding, override and isolate controls, since a stray PDI in the name would
+//! close the isolation early. The name's letters keep their own direction.
 
 /// `value` with `places` decimals, rounded half away from zero on its shortest decimal form,
 /// without a negative zero. A value that is not finite (no stored value is) shows as "–".
@@ -52,6 +58,27 @@ pub fn decimal(value: f64, places: usize) -> String {
         out.push(char::from(b'0' + digit));
     }
     out
+}
+
+/// The bidi controls that open or close a directional scope: embeddings and overrides
+/// (U+202A–U+202E) and isolates (U+2066–U+2069). Marks (U+200E, U+200F, U+061C) have no scope
+/// and stay.
+fn is_scoped_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A device name for display: without scoped bidi controls (see the module's documentation).
+/// Put it in a `<bdi>` in markup, or use [`isolated`] in plain text.
+pub fn display_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| !is_scoped_bidi_control(*c))
+        .collect()
+}
+
+/// A device name for plain text (a `<title>`, an `aria-label`), where no element can isolate
+/// it: [`display_name`] between FIRST STRONG ISOLATE and POP DIRECTIONAL ISOLATE.
+pub fn isolated(name: &str) -> String {
+    format!("\u{2068}{}\u{2069}", display_name(name))
 }
 
 #[cfg(test)]
@@ -103,5 +130,13 @@ mod tests {
     fn what_is_not_a_number_is_a_dash() {
         assert_eq!(decimal(f64::NAN, 1), "–");
         assert_eq!(decimal(f64::INFINITY, 0), "–");
+    }
+
+    #[test]
+    fn names_lose_their_scoped_bidi_controls_but_keep_their_letters() {
+        assert_eq!(display_name("\u{202E}evil device"), "evil device");
+        assert_eq!(display_name("a\u{2066}b\u{2069}\u{202A}c\u{202C}"), "abc");
+        assert_eq!(display_name("مستشعر\u{200F} 1"), "مستشعر\u{200F} 1");
+        assert_eq!(isolated("\u{202E}x"), "\u{2068}x\u{2069}");
     }
 }

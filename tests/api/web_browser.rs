@@ -404,6 +404,15 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     assert_eq!(popup["temperature"], "18.5 °C");
     assert_eq!(popup["status"], "online");
     assert!(!popup["measured_at"].as_str().unwrap_or_default().is_empty());
+    // The name sits in an isolating element: it cannot reorder the popup's own text.
+    let isolated = until(
+        &client,
+        "the popup's name in a <bdi>",
+        "const b = document.querySelector('.leaflet-popup .airq-popup [data-field=name] > bdi');\
+         return b && b.textContent;",
+    )
+    .await;
+    assert_eq!(isolated, "Tiergarten <b>");
     // The popup fades in.
     tokio::time::sleep(Duration::from_millis(500)).await;
     screenshot(&client, "map").await;

@@ -156,7 +156,7 @@ async fn the_device_page_charts_one_point_per_hour_and_per_day_with_data() {
     // yesterday, 10 days ago; 40 days ago is out of both.
     assert_eq!(svg(&page, "chart-24h").matches("<circle").count(), 2);
     assert_eq!(svg(&page, "chart-30d").matches("<circle").count(), 3);
-    assert!(page.contains("<h1>Balcony"));
+    assert!(page.contains("<h1><bdi>Balcony</bdi>"));
 }
 
 #[tokio::test]
@@ -212,6 +212,24 @@ async fn a_device_name_is_shown_as_text_never_as_markup() {
     assert!(!page.contains("<img src=x"));
     assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
     assert!(page.contains("has not reported any reading yet"));
+}
+
+#[tokio::test]
+async fn a_device_name_sits_in_an_isolating_element() {
+    let app = TestApp::spawn().await;
+    // A right-to-left name: without isolation its direction would run on into " indoor" and
+    // " · airq" after it.
+    let device = device_with_readings(&app, "شرفة ٢", json!({ "is_public": true }), &[]).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    assert!(
+        page.contains(r#"<h1><bdi>شرفة ٢</bdi> <span class="tag">indoor</span></h1>"#),
+        "{page}"
+    );
+    // Plain text (the title, the charts' labels), where no element can isolate, between FSI
+    // and PDI.
+    assert!(page.contains("<title>\u{2068}شرفة ٢\u{2069} · airq</title>"));
+    assert!(page.contains("aria-label=\"AQI of \u{2068}شرفة ٢\u{2069} by hour"));
 }
 
 #[tokio::test]
