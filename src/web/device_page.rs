@@ -12,13 +12,15 @@ use chrono_tz::Tz;
 use maud::{html, Markup};
 
 use super::chart::AqiChart;
-use super::layout::{self, aqi_chip, Chrome};
+use super::layout::{self, aqi_chip, offline_aqi_chip, Chrome, NOT_CURRENT};
 use super::map_page::{library_script, library_style};
 use super::not_found;
 use super::settings::MapSettings;
 use super::text::{decimal, display_name, isolated};
+use crate::domain::snapshot::{window, WINDOW};
 use crate::domain::{
-    AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Timeline,
+    AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Status,
+    Timeline,
 };
 use crate::http::error::ApiError;
 use crate::http::routes::public::public_device;
@@ -96,7 +98,7 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                 bdi { (name) } " "
                 span class="tag" { @if device.flags.is_outdoor { "outdoor" } @else { "indoor" } }
             }
-            (current_section(data.snapshot.as_ref()))
+            (current_section(data.snapshot.as_ref(), data.now))
             section class="chart-card" {
                 h2 { "Last 24 hours (AQI by hour, UTC)" }
                 (chart("chart-24h", &format!("AQI of {plain_name} by hour over the last 24 hours"), &data.day, 6))
@@ -109,7 +111,7 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                 section class="chart-card" {
                     h2 { "Location" }
                     div id="device-map" data-lat=(location.lat) data-lon=(location.lon)
-                        data-colour=(AqiCategory::of(data.snapshot.as_ref().map_or(0, |s| s.means.aqi())).colour())
+                        data-colour=(marker_colour(data.snapshot.as_ref()))
                         data-tiles=(settings.tile_url) data-attribution=(settings.tile_attribution) {}
                     p { (decimal(location.lat, 5)) ", " (decimal(location.lon, 5)) }
                 }
@@ -136,33 +138,62 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
     layout::document(&format!("{plain_name} · airq"), chrome, head, body)
 }
 
-fn current_section(snapshot: Option<&Snapshot>) -> Markup {
+fn current_section(snapshot: Option<&Snapshot>, now: DateTime<Utc>) -> Markup {
     let Some(snapshot) = snapshot else {
         return html! { p class="empty" id="current" { "This device has not reported any reading yet." } };
     };
     let means = &snapshot.means;
     let status = snapshot.status.as_str();
+    let offline = snapshot.status == Status::Offline;
+    let last_seen = html! {
+        time datetime=(snapshot.last_seen.to_rfc3339_opts(SecondsFormat::Secs, true)) {
+            (snapshot.last_seen.format("%Y-%m-%d %H:%M UTC"))
+        }
+    };
+    let readings = html! {
+        (snapshot.sample_count)
+        @if snapshot.sample_count == 1 { " reading" } @else { " readings" }
+    };
     html! {
         div class="current" id="current" {
-            (aqi_chip(means.aqi()))
+            // An offline device's means are old (the hour up to its last reading when the last
+            // hour is empty): grey and marked offline, never on a category's colour as if they
+            // were the air now (as its badge).
+            @if offline { (offline_aqi_chip(means.aqi())) } @else { (aqi_chip(means.aqi())) }
             dl class="facts" {
                 dt { "PM2.5" } dd data-field="pm2_5" { (decimal(means[Measure::Pm2_5], 1)) " µg/m³" }
                 dt { "PM10" } dd data-field="pm10_0" { (decimal(means[Measure::Pm10_0], 1)) " µg/m³" }
                 dt { "Temperature" } dd data-field="temperature" { (decimal(means[Measure::Temperature], 1)) " °C" }
                 dt { "Humidity" } dd data-field="humidity" { (decimal(means[Measure::Humidity], 0)) " %" }
                 dt { "Status" } dd data-field="status" class={ "status-" (status) } { (status) }
-                dt { "Last reading" } dd data-field="last_seen" {
-                    time datetime=(snapshot.last_seen.to_rfc3339_opts(SecondsFormat::Secs, true)) {
-                        (snapshot.last_seen.format("%Y-%m-%d %H:%M UTC"))
-                    }
-                }
+                dt { "Last reading" } dd data-field="last_seen" { (last_seen) }
             }
-            p class="empty" {
-                "Means of the last hour ("
-                (snapshot.sample_count)
-                @if snapshot.sample_count == 1 { " reading)." } @else { " readings)." }
+            @if offline {
+                p class="offline-note" id="offline-note" {
+                    strong { "This device is offline." }
+                    " These values are not current air quality: they are the means of "
+                    // The snapshot's window ends at the last reading; it is the last hour only
+                    // while that reading is less than an hour old.
+                    @if window(now, snapshot.last_seen).0 == snapshot.last_seen - WINDOW {
+                        "the hour up to its last reading"
+                    } @else {
+                        "the last hour, up to its last reading"
+                    }
+                    " (at " (last_seen) "; " (readings) ")."
+                }
+            } @else {
+                p class="empty" { "Means of the last hour (" (readings) ")." }
             }
         }
+    }
+}
+
+/// The location marker's colour: the current AQI's category, grey when the device is offline
+/// (its means are not the air now).
+fn marker_colour(snapshot: Option<&Snapshot>) -> &'static str {
+    match snapshot {
+        Some(snapshot) if snapshot.status == Status::Offline => NOT_CURRENT,
+        snapshot => AqiCategory::of(snapshot.map_or(0, |s| s.means.aqi())).colour(),
     }
 }
 
@@ -265,6 +296,30 @@ mod tests {
             page.matches('\u{2069}').count(),
             page.matches('\u{2068}').count()
         );
+    }
+
+    #[test]
+    fn an_offline_device_seen_within_the_hour_says_which_hour_its_means_cover() {
+        let now = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
+            .expect("instant")
+            .with_timezone(&Utc);
+        let mut means = crate::domain::Measurements::default();
+        means[Measure::Aqi] = 160.0;
+        let snapshot = |minutes_ago| Snapshot {
+            means,
+            sample_count: 2,
+            status: Status::Offline,
+            last_seen: now - chrono::TimeDelta::minutes(minutes_ago),
+            location: None,
+        };
+        // 30 minutes ago: the window is the last hour, which ends at that reading's time.
+        let recent = current_section(Some(&snapshot(30)), now).into_string();
+        assert!(recent.contains("the last hour, up to its last reading (at"));
+        assert!(recent.contains("2 readings"));
+        assert!(!recent.contains(AqiCategory::Unhealthy.colour()));
+        // Three hours ago: the hour before that reading.
+        let old = current_section(Some(&snapshot(180)), now).into_string();
+        assert!(old.contains("the hour up to its last reading (at"));
     }
 
     #[test]

@@ -178,6 +178,39 @@ async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
 }
 
 #[tokio::test]
+async fn an_offline_devices_page_says_so_in_grey_instead_of_showing_old_values_as_current() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let device = device_with_readings(
+        &app,
+        "Gone quiet",
+        json!({ "is_public": true, "is_location_public": true }),
+        &[noon() - TimeDelta::hours(3)],
+    )
+    .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    let current = page
+        .split(r#"id="current""#)
+        .nth(1)
+        .and_then(|rest| rest.split("<section").next())
+        .expect("the current section");
+    // AQI 40 is "Good", but not now: grey, marked offline, no category colour.
+    assert!(
+        current.contains(r#"data-aqi="40" data-status="offline" style="background:#9f9f9f"#),
+        "{current}"
+    );
+    assert!(!current.contains("Good") && !current.contains("#00e400"));
+    assert!(!current.contains("Means of the last hour"));
+    assert!(current.contains("This device is offline."));
+    assert!(current.contains(
+        r#"the means of the hour up to its last reading (at <time datetime="2026-11-21T09:30:00Z">2026-11-21 09:30 UTC</time>; 1 reading)"#
+    ));
+    // Its location marker is grey too.
+    assert!(page.contains(r##"data-colour="#9f9f9f""##));
+}
+
+#[tokio::test]
 async fn the_device_page_rounds_half_away_from_zero_and_never_shows_a_negative_zero() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
