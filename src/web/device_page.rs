@@ -7,7 +7,7 @@
 //! A device that is not public, or not there, or an id that is no UUID, gets the not-found
 //! answer ([`super::not_found`]), the same for all three.
 
-use chrono::{DateTime, Days, SecondsFormat, Utc};
+use chrono::{DateTime, Days, NaiveTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use maud::{html, Markup};
 
@@ -120,9 +120,17 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                 h2 { "Raw readings" }
                 p {
                     "Every reading as CSV (UTC, oldest first): "
-                    a href=(export_link(device.id, data.now, 1)) download { "last day" }
-                    a href=(export_link(device.id, data.now, 30)) download { "last 30 days" }
-                    a href=(export_link(device.id, data.now, 366)) download { "last 366 days" }
+                    // Each link covers exactly the span of the chart of the same name: the
+                    // 24 whole hours up to the end of this hour, the 30 UTC days up to the end
+                    // of today.
+                    @if let Some((start, end)) = span(&data.day.0) {
+                        a href=(export_link(device.id, start, end)) title=(range_title(start, end)) download { "last 24 hours" }
+                    }
+                    @if let Some((start, end)) = span(&data.month.0) {
+                        a href=(export_link(device.id, start, end)) title=(range_title(start, end)) download { "last 30 days" }
+                    }
+                    @let (start, end) = last_days(data.now, 366);
+                    a href=(export_link(device.id, start, end)) title=(range_title(start, end)) download { "last 366 days" }
                 }
             }
         }
@@ -213,14 +221,35 @@ fn chart(
     .render()
 }
 
-/// The public CSV export of the `days` days up to the end of today (UTC), by `format` (a link
-/// cannot set `Accept`).
-fn export_link(id: DeviceUuid, now: DateTime<Utc>, days: u64) -> String {
-    let tomorrow = now.date_naive() + Days::new(1);
-    let start = tomorrow - Days::new(days);
+/// The span a chart covers: from its first bucket's start to its last bucket's end.
+fn span(plan: &BucketPlan) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    Some((plan.buckets.first()?.start, plan.buckets.last()?.end))
+}
+
+/// The `days` UTC days up to the end of today, as the 30-day chart counts days.
+fn last_days(now: DateTime<Utc>, days: u64) -> (DateTime<Utc>, DateTime<Utc>) {
+    let tomorrow = (now.date_naive() + Days::new(1))
+        .and_time(NaiveTime::MIN)
+        .and_utc();
+    (tomorrow - Days::new(days), tomorrow)
+}
+
+/// The public CSV export of `[start, end)`, by `format` (a link cannot set `Accept`).
+fn export_link(id: DeviceUuid, start: DateTime<Utc>, end: DateTime<Utc>) -> String {
     format!(
-        "/api/v1/public/devices/{}/readings?start={start}T00:00:00Z&end={tomorrow}T00:00:00Z&format=csv",
-        id.as_uuid()
+        "/api/v1/public/devices/{}/readings?start={}&end={}&format=csv",
+        id.as_uuid(),
+        start.to_rfc3339_opts(SecondsFormat::Secs, true),
+        end.to_rfc3339_opts(SecondsFormat::Secs, true)
+    )
+}
+
+/// A link's range in words, for its tooltip.
+fn range_title(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
+    format!(
+        "{} to {} UTC (end excluded)",
+        start.format("%Y-%m-%d %H:%M"),
+        end.format("%Y-%m-%d %H:%M")
     )
 }
 
@@ -323,16 +352,32 @@ mod tests {
     }
 
     #[test]
-    fn export_links_cover_whole_utc_days_up_to_today() {
-        let now = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")
-            .expect("instant")
-            .with_timezone(&Utc);
-        let id = DeviceUuid::generate();
+    fn export_links_cover_the_spans_of_their_charts() {
+        let page = data("Garden", DeviceFlags::default());
+        let id = page.device.id.as_uuid();
+        let link = |plan: &BucketPlan| {
+            let (start, end) = span(plan).expect("buckets");
+            export_link(page.device.id, start, end)
+        };
+        // At 14:05: the 24 hours 15:00 yesterday to 15:00 today, the 30 days up to tomorrow.
         assert_eq!(
-            export_link(id, now, 30),
+            link(&page.day.0),
             format!(
-                "/api/v1/public/devices/{}/readings?start=2026-10-23T00:00:00Z&end=2026-11-22T00:00:00Z&format=csv",
-                id.as_uuid()
+                "/api/v1/public/devices/{id}/readings?start=2026-11-20T15:00:00Z&end=2026-11-21T15:00:00Z&format=csv"
+            )
+        );
+        assert_eq!(
+            link(&page.month.0),
+            format!(
+                "/api/v1/public/devices/{id}/readings?start=2026-10-23T00:00:00Z&end=2026-11-22T00:00:00Z&format=csv"
+            )
+        );
+        let (start, end) = last_days(page.now, 366);
+        assert_eq!(
+            (start.to_rfc3339(), end.to_rfc3339()),
+            (
+                "2025-11-21T00:00:00+00:00".to_owned(),
+                "2026-11-22T00:00:00+00:00".to_owned()
             )
         );
     }

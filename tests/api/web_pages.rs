@@ -295,13 +295,7 @@ async fn the_csv_link_of_the_device_page_downloads_its_readings() {
     let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &times).await;
     let path = format!("/devices/{}", device["id"].as_str().expect("id"));
     let page = html(page(&app, &path, None).await).await;
-    let link = page
-        .split("href=\"")
-        .skip(1)
-        .map(|rest| rest.split('"').next().expect("a closing quote"))
-        .find(|href| href.contains("/readings?") && href.contains("2026-11-21T00"))
-        .expect("a link to the CSV of the last day")
-        .replace("&amp;", "&");
+    let link = link_labelled(&page, "last 24 hours");
     let response = page_at(&app, &link).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"]
@@ -314,6 +308,69 @@ async fn the_csv_link_of_the_device_page_downloads_its_readings() {
     assert!(lines[1].starts_with("2026-11-21T10:30:00.000Z,40,"));
     // The location is not public: the columns stay empty.
     assert!(lines[1].ends_with(",,"));
+}
+
+/// The `href` of the page's link whose text is `label`, unescaped.
+fn link_labelled(page: &str, label: &str) -> String {
+    page.split("<a ")
+        .skip(1)
+        .find(|rest| {
+            rest.split("</a>")
+                .next()
+                .is_some_and(|a| a.ends_with(&format!(">{label}")))
+        })
+        .and_then(|rest| rest.split("href=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a link labelled {label}"))
+        .replace("&amp;", "&")
+}
+
+/// The `measured_at` of each row of a CSV answer.
+async fn csv_times(response: Response) -> Vec<String> {
+    assert_eq!(response.status(), 200);
+    let csv = response.text().await.expect("text");
+    csv.lines()
+        .skip(1)
+        .map(|line| line.split(',').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn each_csv_link_covers_the_span_of_the_chart_of_the_same_name() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let hours = |h: i64| noon() - TimeDelta::hours(h);
+    // 23 hours ago lies in the 24-hour chart though not in today (UTC); 25 hours ago in neither;
+    // 29 days ago in the 30-day chart, 31 days ago not.
+    let times = [
+        hours(24 * 31),
+        hours(24 * 29),
+        hours(25),
+        hours(23),
+        hours(2),
+        hours(1),
+    ];
+    let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &times).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    let day = csv_times(page_at(&app, &link_labelled(&page, "last 24 hours")).await).await;
+    assert_eq!(
+        day,
+        [
+            "2026-11-20T13:30:00.000Z",
+            "2026-11-21T10:30:00.000Z",
+            "2026-11-21T11:30:00.000Z"
+        ]
+    );
+    assert_eq!(
+        svg(&page, "chart-24h").matches("<circle").count(),
+        day.len()
+    );
+    let month = csv_times(page_at(&app, &link_labelled(&page, "last 30 days")).await).await;
+    assert_eq!(month.len(), 5, "all but the reading 31 days old: {month:?}");
+    assert_eq!(month[0], "2026-10-23T12:30:00.000Z");
+    // The 30-day chart: one point per day with readings (Oct 23, Nov 20, Nov 21).
+    assert_eq!(svg(&page, "chart-30d").matches("<circle").count(), 3);
 }
 
 async fn page_at(app: &TestApp, path_and_query: &str) -> Response {
