@@ -93,6 +93,28 @@ async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_lege
 }
 
 #[tokio::test]
+async fn the_map_pages_noscript_text_says_what_its_link_returns() {
+    let app = TestApp::spawn().await;
+    let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
+    let noscript = page
+        .split("<noscript>")
+        .nth(1)
+        .and_then(|rest| rest.split("</noscript>").next())
+        .expect("a noscript text");
+    assert!(
+        noscript.contains(r#"listed as JSON at <a href="/api/v1/public/map/devices">"#),
+        "{noscript}"
+    );
+    assert!(noscript.contains("whose location is public"));
+    // Followed by a browser, the link answers that JSON, not GeoJSON.
+    let feed = page_at(&app, "/api/v1/public/map/devices").await;
+    assert_eq!(feed.status(), 200);
+    assert_eq!(feed.headers()["content-type"], "application/json");
+    let body: Value = feed.json().await.expect("JSON");
+    assert!(body["data"].is_array());
+}
+
+#[tokio::test]
 async fn the_map_library_and_tiles_are_settings() {
     let app = TestApp::spawn_with(|config| {
         config.map.library_url =
