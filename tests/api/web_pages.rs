@@ -417,6 +417,26 @@ async fn an_export_format_the_server_does_not_know_is_422() {
 }
 
 #[tokio::test]
+async fn a_device_pages_404_varies_on_accept_and_is_revalidated() {
+    let app = TestApp::spawn().await;
+    let path = format!("/devices/{}", uuid::Uuid::new_v4());
+    // The page for a browser, the problem for a program: the same URL, chosen by Accept.
+    for accept in [Some(BROWSER_ACCEPT), None, Some("application/json")] {
+        let response = page(&app, &path, accept).await;
+        assert_eq!(response.status(), 404, "{accept:?}");
+        assert_eq!(response.headers()["vary"], "Accept", "{accept:?}");
+        assert_eq!(
+            response.headers()["cache-control"],
+            "no-cache",
+            "{accept:?}"
+        );
+    }
+    let malformed = page(&app, "/devices/not-a-uuid", None).await;
+    assert_eq!(malformed.headers()["vary"], "Accept");
+    assert_eq!(malformed.headers()["cache-control"], "no-cache");
+}
+
+#[tokio::test]
 async fn private_unknown_and_malformed_device_pages_are_the_same_404() {
     let app = TestApp::spawn().await;
     let private = app.register_named("alice", "Private").await;
