@@ -1,9 +1,11 @@
 //! `GET /devices/{id}`: the page of one public device, for people.
 //!
 //! It shows the current AQI (the mean of the last hour, as the public current route) in its
-//! category's colour with the other current values, the last 24 hours by hour and the last 30
-//! days by day as server-drawn SVG charts ([`super::chart`], no script needed), the location on a
-//! small map only when the owner publishes it, and links to the raw CSV export. Times are UTC.
+//! category's colour with the other current values (an offline device's in grey, said to be the
+//! means up to its last reading), the last 24 hours by hour and the last 30 days by day as
+//! server-drawn SVG charts ([`super::chart`], no script needed), the location on a small map
+//! only when the owner publishes it, and links to the raw CSV export over the charts' spans.
+//! Numbers and the name are written by [`super::text`]. Times are UTC.
 //! A device that is not public, or not there, or an id that is no UUID, gets the not-found
 //! answer ([`super::not_found`]), the same for all three.
 
