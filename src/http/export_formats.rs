@@ -13,14 +13,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use chrono::{DateTime, Timelike as _, Utc};
 use http_body_util::BodyExt as _;
 use hyper::body::Frame;
-use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, VARY};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, VARY};
 use hyper::HeaderMap;
 
 use super::views::timestamp;
 use super::{negotiate, BodyError, Response};
-use crate::domain::{Code, DeviceUuid, FieldErrors, In, Measure, QueryParams, RawReading};
+use crate::domain::{
+    Code, DeviceUuid, ExportQuery, FieldErrors, In, Measure, QueryParams, RawReading,
+};
 use crate::read::export::Export;
 
 /// How an export is written.
@@ -78,6 +81,15 @@ impl Format {
             .unwrap_or(Self::Json)
     }
 
+    /// The file name extension of a download in this format.
+    fn extension(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Csv => "csv",
+            Self::Ndjson => "ndjson",
+        }
+    }
+
     fn content_type(self) -> &'static str {
         match self {
             Self::Json => "application/json",
@@ -95,8 +107,41 @@ fn csv_header() -> String {
     names.join(",") + "\r\n"
 }
 
-/// A 200 that streams `export` in `format`; `device` names it in the log should it fail.
-pub fn respond(export: Export, format: Format, device: DeviceUuid, public: bool) -> Response {
+/// An instant as a file name may hold it on any file system (no `:`): basic ISO 8601 in UTC,
+/// `20261127T000000Z`, with the fraction of a second only when there is one.
+fn file_instant(at: DateTime<Utc>) -> String {
+    let nanos = at.nanosecond() % 1_000_000_000;
+    let fraction = if nanos == 0 {
+        String::new()
+    } else {
+        format!(".{nanos:09}").trim_end_matches('0').to_owned()
+    };
+    format!("{}{fraction}Z", at.format("%Y%m%dT%H%M%S"))
+}
+
+/// `Content-Disposition` of an export: saved as a file named after the device, the range and
+/// the format (without it, a browser saves every export as "readings").
+fn disposition(device: DeviceUuid, range: ExportQuery, format: Format) -> HeaderValue {
+    let name = format!(
+        "attachment; filename=\"airq-{}-{}-{}.{}\"",
+        device.as_uuid(),
+        file_instant(range.start),
+        file_instant(range.end),
+        format.extension()
+    );
+    // Only ASCII letters, digits, `-`, `.` and `"` go into it, so it is always a valid value.
+    HeaderValue::try_from(name).unwrap_or(HeaderValue::from_static("attachment"))
+}
+
+/// A 200 that streams `export` of `range` in `format`; `device` names it in the log should it
+/// fail, and with `range` the downloaded file.
+pub fn respond(
+    export: Export,
+    format: Format,
+    device: DeviceUuid,
+    range: ExportQuery,
+    public: bool,
+) -> Response {
     let body = ExportBody {
         export,
         format,
@@ -112,6 +157,7 @@ pub fn respond(export: Export, format: Format, device: DeviceUuid, public: bool)
         HeaderValue::from_static(format.content_type()),
     );
     headers.insert(VARY, HeaderValue::from_static("Accept"));
+    headers.insert(CONTENT_DISPOSITION, disposition(device, range, format));
     if public {
         // A public device may become private at any time: caches must ask again.
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -250,6 +296,47 @@ fn write_number(out: &mut Vec<u8>, value: Option<f64>, integer: bool, absent: &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn instant(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text)
+            .expect("instant")
+            .with_timezone(&Utc)
+    }
+
+    #[test]
+    fn the_download_is_named_after_device_range_and_format() {
+        let device = DeviceUuid::generate();
+        let range = ExportQuery {
+            start: instant("2026-11-27T00:00:00Z"),
+            end: instant("2026-11-28T01:30:00+01:00"),
+        };
+        for (format, extension) in [
+            (Format::Csv, "csv"),
+            (Format::Ndjson, "ndjson"),
+            (Format::Json, "json"),
+        ] {
+            assert_eq!(
+                disposition(device, range, format),
+                format!(
+                    "attachment; filename=\"airq-{}-20261127T000000Z-20261128T003000Z.{extension}\"",
+                    device.as_uuid()
+                )
+                .as_str()
+            );
+        }
+    }
+
+    #[test]
+    fn a_fraction_of_a_second_stays_in_the_file_name() {
+        assert_eq!(
+            file_instant(instant("2026-03-10T10:00:00.250Z")),
+            "20260310T100000.25Z"
+        );
+        assert_eq!(
+            file_instant(instant("2026-03-10T10:00:00.000001Z")),
+            "20260310T100000.000001Z"
+        );
+    }
 
     #[test]
     fn the_csv_header_is_the_documented_one() {

@@ -24,7 +24,8 @@ pub const SVG: &str = "image/svg+xml";
 const LABEL: &str = "AQI";
 /// Background of the label, and of a message without a category.
 const GREY: &str = "#555";
-const MUTED: &str = "#9f9f9f";
+/// Background of a message that is not current air quality (the pages' grey, one shade).
+const MUTED: &str = super::layout::NOT_CURRENT;
 
 /// `GET /api/v1/public/devices/{id}/badge.svg`.
 pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {

@@ -86,6 +86,23 @@ pub fn aqi_chip(aqi: i64) -> Markup {
     }
 }
 
+/// The grey of a value that is not current air quality (an offline device's last means, a
+/// badge without data): no category colour, so nobody reads it as the air now.
+pub const NOT_CURRENT: &str = "#9f9f9f";
+
+/// An offline device's last AQI: the number in grey, marked "offline" instead of its category,
+/// like its badge ([`super::badge`]).
+pub fn offline_aqi_chip(aqi: i64) -> Markup {
+    html! {
+        span class="aqi-chip offline" data-aqi=(aqi) data-status="offline"
+            style={ "background:" (NOT_CURRENT) ";color:#fff" } {
+            span class="aqi-value" { (aqi) }
+            " "
+            span class="aqi-name" { "offline" }
+        }
+    }
+}
+
 /// The legend of the AQI colours, one item per category. The map's script reads its bands and
 /// colours from these items, so the page and the script cannot disagree.
 pub fn legend() -> Markup {

@@ -66,6 +66,32 @@
   var timer = null;
   var polls = 0;
 
+  // The pages' one rounding rule (src/web/text.rs, `decimal`): half away from zero on the
+  // value's shortest decimal form (what the JSON says), never a negative zero. toFixed rounds
+  // the binary value instead (12.25 and 0.15 differ) and keeps "-0.0".
+  function decimal(value, places) {
+    if (!isFinite(value)) { return '–'; }
+    var shortest = String(Math.abs(value));
+    var out;
+    if (/e/.test(shortest)) {
+      // Beyond what String writes in plain digits (under 1e-6): nothing to round but zeros.
+      out = Math.abs(value).toFixed(places);
+    } else {
+      var parts = shortest.split('.');
+      var fraction = parts[1] || '';
+      var kept = (fraction + new Array(places + 1).join('0')).slice(0, places);
+      var digits = (parts[0] + kept).split('').map(Number);
+      if (fraction.length > places && fraction.charCodeAt(places) >= 53) {
+        var i = digits.length - 1;
+        while (i >= 0 && digits[i] === 9) { digits[i] = 0; i -= 1; }
+        if (i < 0) { digits.unshift(1); } else { digits[i] += 1; }
+      }
+      var whole = digits.length - places;
+      out = digits.slice(0, whole).join('') + (places > 0 ? '.' + digits.slice(whole).join('') : '');
+    }
+    return (value < 0 && /[1-9]/.test(out) ? '-' : '') + out;
+  }
+
   function field(list, label, value, name) {
     var dt = document.createElement('dt');
     dt.textContent = label;
@@ -80,14 +106,19 @@
   function popup(p) {
     var root = document.createElement('div');
     root.className = 'airq-popup';
+    // The name is user text that may hold right-to-left letters or bidi controls: in a <bdi>,
+    // without the controls that open or close a scope, so it cannot reorder the popup's text
+    // (as the pages do, src/web/text.rs).
     var title = document.createElement('h3');
-    title.textContent = p.name;
+    var name = document.createElement('bdi');
+    name.textContent = String(p.name).replace(/[\u202A-\u202E\u2066-\u2069]/g, '');
+    title.appendChild(name);
     title.dataset.field = 'name';
     root.appendChild(title);
     var list = document.createElement('dl');
     field(list, 'AQI', p.aqi + ' · ' + band(p.aqi).name, 'aqi');
-    field(list, 'PM2.5', p.pm2_5.toFixed(1) + ' µg/m³', 'pm2_5');
-    field(list, 'Temperature', p.temperature.toFixed(1) + ' °C', 'temperature');
+    field(list, 'PM2.5', decimal(p.pm2_5, 1) + ' µg/m³', 'pm2_5');
+    field(list, 'Temperature', decimal(p.temperature, 1) + ' °C', 'temperature');
     field(list, 'Status', p.status, 'status');
     field(list, 'Measured', new Date(p.measured_at).toLocaleString(), 'measured_at');
     root.appendChild(list);

@@ -57,7 +57,18 @@ pub fn render(settings: &MapSettings, chrome: Chrome, poll: Duration) -> Markup 
                 data-embedded[chrome == Chrome::Embedded] {}
             (layout::legend())
             p id="map-status" role="status" { "Loading the map…" }
-            noscript { p class="page" { "The live map needs JavaScript. Every public device is also listed as GeoJSON at " a href=(FEED) { (FEED) } "." } }
+            // What the link returns to a browser: the feed's plain JSON (GeoJSON needs an
+            // `Accept` a link cannot send, and the feed has no query parameter for it), and only
+            // the devices the map shows.
+            noscript {
+                p class="page" {
+                    "The live map needs JavaScript. The devices it shows (public devices whose location is public, at their latest located reading) are also listed as JSON at "
+                    a href=(FEED) { (FEED) }
+                    " (as GeoJSON for clients that send "
+                    code { "Accept: application/geo+json" }
+                    ")."
+                }
+            }
         }
         (library_script(settings))
     };

@@ -17,3 +17,4 @@ pub mod layout;
 pub mod map_page;
 pub mod not_found;
 pub mod settings;
+pub mod text;

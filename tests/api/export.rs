@@ -556,6 +556,43 @@ async fn public_exports_keep_cors_and_say_vary_accept() {
 }
 
 #[tokio::test]
+async fn every_export_is_a_download_named_after_device_range_and_format() {
+    let app = TestApp::spawn().await;
+    app.clock.set(now());
+    let device = register(&app, "alice", true, false).await;
+    let id = id_of(&device);
+    // An offset and a fraction of a second: the name says the instants in UTC, without `:`.
+    let query = "start=2026-03-09T13%3A30%3A00%2B01%3A00&end=2026-03-10T12%3A30%3A00.25Z";
+    let range = "20260309T123000Z-20260310T123000.25Z";
+    for (format, extension) in [("csv", "csv"), ("ndjson", "ndjson"), ("json", "json")] {
+        let query = format!("{query}&format={format}");
+        for response in [
+            get(&app, None, &public_path(&device, &query), None).await,
+            get(&app, Some("alice"), &owner_path(&device, &query), None).await,
+        ] {
+            assert_eq!(response.status(), 200, "{format}");
+            assert_eq!(
+                header(&response, "content-disposition"),
+                Some(format!("attachment; filename=\"airq-{id}-{range}.{extension}\"").as_str()),
+                "{format}"
+            );
+        }
+    }
+    // Chosen by Accept rather than by `format`, the name follows the representation too.
+    let response = get(
+        &app,
+        None,
+        &public_path(&device, query),
+        Some("application/x-ndjson"),
+    )
+    .await;
+    assert_eq!(
+        header(&response, "content-disposition"),
+        Some(format!("attachment; filename=\"airq-{id}-{range}.ndjson\"").as_str())
+    );
+}
+
+#[tokio::test]
 async fn a_replaced_reading_is_exported_once_with_its_later_values() {
     let app = TestApp::spawn().await;
     app.clock.set(now());

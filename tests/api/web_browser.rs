@@ -404,6 +404,15 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     assert_eq!(popup["temperature"], "18.5 °C");
     assert_eq!(popup["status"], "online");
     assert!(!popup["measured_at"].as_str().unwrap_or_default().is_empty());
+    // The name sits in an isolating element: it cannot reorder the popup's own text.
+    let isolated = until(
+        &client,
+        "the popup's name in a <bdi>",
+        "const b = document.querySelector('.leaflet-popup .airq-popup [data-field=name] > bdi');\
+         return b && b.textContent;",
+    )
+    .await;
+    assert_eq!(isolated, "Tiergarten <b>");
     // The popup fades in.
     tokio::time::sleep(Duration::from_millis(500)).await;
     screenshot(&client, "map").await;
@@ -480,11 +489,15 @@ async fn the_device_page_draws_its_charts_without_javascript() {
             json!({ "name": "Balcony", "is_public": true, "is_location_public": true, "is_outdoor": true }),
         )
         .await;
-    // Readings in 5 of the last 24 hours (two in one hour) and on 4 of the last 30 days.
+    // Readings in 5 of the last 24 hours (two in one hour) and on 4 of the last 30 days; the
+    // latest 10 minutes old, so the device is online and its marker has its category's colour.
     let now = Utc::now();
-    let hours = [1, 2, 2, 5, 9, 20];
+    let minutes = [10, 120, 120, 300, 540, 1200];
     let days = [3, 8, 15];
-    let mut stamps: Vec<_> = hours.iter().map(|h| now - TimeDelta::hours(*h)).collect();
+    let mut stamps: Vec<_> = minutes
+        .iter()
+        .map(|m| now - TimeDelta::minutes(*m))
+        .collect();
     stamps.extend(days.iter().map(|d| now - TimeDelta::days(*d)));
     for (index, at) in stamps.iter().enumerate() {
         let aqi = [35, 48, 52, 61, 110, 45, 160, 220, 90][index];

@@ -93,6 +93,28 @@ async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_lege
 }
 
 #[tokio::test]
+async fn the_map_pages_noscript_text_says_what_its_link_returns() {
+    let app = TestApp::spawn().await;
+    let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
+    let noscript = page
+        .split("<noscript>")
+        .nth(1)
+        .and_then(|rest| rest.split("</noscript>").next())
+        .expect("a noscript text");
+    assert!(
+        noscript.contains(r#"listed as JSON at <a href="/api/v1/public/map/devices">"#),
+        "{noscript}"
+    );
+    assert!(noscript.contains("whose location is public"));
+    // Followed by a browser, the link answers that JSON, not GeoJSON.
+    let feed = page_at(&app, "/api/v1/public/map/devices").await;
+    assert_eq!(feed.status(), 200);
+    assert_eq!(feed.headers()["content-type"], "application/json");
+    let body: Value = feed.json().await.expect("JSON");
+    assert!(body["data"].is_array());
+}
+
+#[tokio::test]
 async fn the_map_library_and_tiles_are_settings() {
     let app = TestApp::spawn_with(|config| {
         config.map.library_url =
@@ -156,7 +178,7 @@ async fn the_device_page_charts_one_point_per_hour_and_per_day_with_data() {
     // yesterday, 10 days ago; 40 days ago is out of both.
     assert_eq!(svg(&page, "chart-24h").matches("<circle").count(), 2);
     assert_eq!(svg(&page, "chart-30d").matches("<circle").count(), 3);
-    assert!(page.contains("<h1>Balcony"));
+    assert!(page.contains("<h1><bdi>Balcony</bdi>"));
 }
 
 #[tokio::test]
@@ -178,6 +200,59 @@ async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
 }
 
 #[tokio::test]
+async fn an_offline_devices_page_says_so_in_grey_instead_of_showing_old_values_as_current() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let device = device_with_readings(
+        &app,
+        "Gone quiet",
+        json!({ "is_public": true, "is_location_public": true }),
+        &[noon() - TimeDelta::hours(3)],
+    )
+    .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    let current = page
+        .split(r#"id="current""#)
+        .nth(1)
+        .and_then(|rest| rest.split("<section").next())
+        .expect("the current section");
+    // AQI 40 is "Good", but not now: grey, marked offline, no category colour.
+    assert!(
+        current.contains(r#"data-aqi="40" data-status="offline" style="background:#9f9f9f"#),
+        "{current}"
+    );
+    assert!(!current.contains("Good") && !current.contains("#00e400"));
+    assert!(!current.contains("Means of the last hour"));
+    assert!(current.contains("This device is offline."));
+    assert!(current.contains(
+        r#"the means of the hour up to its last reading (at <time datetime="2026-11-21T09:30:00Z">2026-11-21 09:30 UTC</time>; 1 reading)"#
+    ));
+    // Its location marker is grey too.
+    assert!(page.contains(r##"data-colour="#9f9f9f""##));
+}
+
+#[tokio::test]
+async fn the_device_page_rounds_half_away_from_zero_and_never_shows_a_negative_zero() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let device = app
+        .register("alice", json!({ "name": "Rounding", "is_public": true }))
+        .await;
+    let mut reading = sample_with(50, 12.25, -0.04);
+    reading["temperature_data"]["humidity"] = json!(50.5);
+    app.upload_ok(&device, &measured(reading, noon() - TimeDelta::minutes(2)))
+        .await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    // Ties-to-even would write 12.2 and 50; the map's popup (map.js) writes 12.3 like this page.
+    assert!(page.contains(r#"data-field="pm2_5">12.3 µg/m³<"#), "{page}");
+    assert!(page.contains(r#"data-field="humidity">51 %<"#));
+    assert!(page.contains(r#"data-field="temperature">0.0 °C<"#));
+    assert!(!page.contains("-0.0"));
+}
+
+#[tokio::test]
 async fn a_device_name_is_shown_as_text_never_as_markup() {
     let app = TestApp::spawn().await;
     let device = device_with_readings(
@@ -192,6 +267,24 @@ async fn a_device_name_is_shown_as_text_never_as_markup() {
     assert!(!page.contains("<img src=x"));
     assert!(page.contains("&lt;img src=x onerror=alert(1)&gt;"));
     assert!(page.contains("has not reported any reading yet"));
+}
+
+#[tokio::test]
+async fn a_device_name_sits_in_an_isolating_element() {
+    let app = TestApp::spawn().await;
+    // A right-to-left name: without isolation its direction would run on into " indoor" and
+    // " · airq" after it.
+    let device = device_with_readings(&app, "شرفة ٢", json!({ "is_public": true }), &[]).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    assert!(
+        page.contains(r#"<h1><bdi>شرفة ٢</bdi> <span class="tag">indoor</span></h1>"#),
+        "{page}"
+    );
+    // Plain text (the title, the charts' labels), where no element can isolate, between FSI
+    // and PDI.
+    assert!(page.contains("<title>\u{2068}شرفة ٢\u{2069} · airq</title>"));
+    assert!(page.contains("aria-label=\"AQI of \u{2068}شرفة ٢\u{2069} by hour"));
 }
 
 #[tokio::test]
@@ -224,13 +317,7 @@ async fn the_csv_link_of_the_device_page_downloads_its_readings() {
     let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &times).await;
     let path = format!("/devices/{}", device["id"].as_str().expect("id"));
     let page = html(page(&app, &path, None).await).await;
-    let link = page
-        .split("href=\"")
-        .skip(1)
-        .map(|rest| rest.split('"').next().expect("a closing quote"))
-        .find(|href| href.contains("/readings?") && href.contains("2026-11-21T00"))
-        .expect("a link to the CSV of the last day")
-        .replace("&amp;", "&");
+    let link = link_labelled(&page, "last 24 hours");
     let response = page_at(&app, &link).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"]
@@ -243,6 +330,69 @@ async fn the_csv_link_of_the_device_page_downloads_its_readings() {
     assert!(lines[1].starts_with("2026-11-21T10:30:00.000Z,40,"));
     // The location is not public: the columns stay empty.
     assert!(lines[1].ends_with(",,"));
+}
+
+/// The `href` of the page's link whose text is `label`, unescaped.
+fn link_labelled(page: &str, label: &str) -> String {
+    page.split("<a ")
+        .skip(1)
+        .find(|rest| {
+            rest.split("</a>")
+                .next()
+                .is_some_and(|a| a.ends_with(&format!(">{label}")))
+        })
+        .and_then(|rest| rest.split("href=\"").nth(1))
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("a link labelled {label}"))
+        .replace("&amp;", "&")
+}
+
+/// The `measured_at` of each row of a CSV answer.
+async fn csv_times(response: Response) -> Vec<String> {
+    assert_eq!(response.status(), 200);
+    let csv = response.text().await.expect("text");
+    csv.lines()
+        .skip(1)
+        .map(|line| line.split(',').next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn each_csv_link_covers_the_span_of_the_chart_of_the_same_name() {
+    let app = TestApp::spawn().await;
+    app.clock.set(noon());
+    let hours = |h: i64| noon() - TimeDelta::hours(h);
+    // 23 hours ago lies in the 24-hour chart though not in today (UTC); 25 hours ago in neither;
+    // 29 days ago in the 30-day chart, 31 days ago not.
+    let times = [
+        hours(24 * 31),
+        hours(24 * 29),
+        hours(25),
+        hours(23),
+        hours(2),
+        hours(1),
+    ];
+    let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &times).await;
+    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
+    let page = html(page(&app, &path, None).await).await;
+    let day = csv_times(page_at(&app, &link_labelled(&page, "last 24 hours")).await).await;
+    assert_eq!(
+        day,
+        [
+            "2026-11-20T13:30:00.000Z",
+            "2026-11-21T10:30:00.000Z",
+            "2026-11-21T11:30:00.000Z"
+        ]
+    );
+    assert_eq!(
+        svg(&page, "chart-24h").matches("<circle").count(),
+        day.len()
+    );
+    let month = csv_times(page_at(&app, &link_labelled(&page, "last 30 days")).await).await;
+    assert_eq!(month.len(), 5, "all but the reading 31 days old: {month:?}");
+    assert_eq!(month[0], "2026-10-23T12:30:00.000Z");
+    // The 30-day chart: one point per day with readings (Oct 23, Nov 20, Nov 21).
+    assert_eq!(svg(&page, "chart-30d").matches("<circle").count(), 3);
 }
 
 async fn page_at(app: &TestApp, path_and_query: &str) -> Response {
@@ -264,6 +414,26 @@ async fn an_export_format_the_server_does_not_know_is_422() {
     );
     let body = problem(app.get_public(&path).await, 422).await;
     assert_eq!(field_errors(&body), vec![fe("format", "enum", "query")]);
+}
+
+#[tokio::test]
+async fn a_device_pages_404_varies_on_accept_and_is_revalidated() {
+    let app = TestApp::spawn().await;
+    let path = format!("/devices/{}", uuid::Uuid::new_v4());
+    // The page for a browser, the problem for a program: the same URL, chosen by Accept.
+    for accept in [Some(BROWSER_ACCEPT), None, Some("application/json")] {
+        let response = page(&app, &path, accept).await;
+        assert_eq!(response.status(), 404, "{accept:?}");
+        assert_eq!(response.headers()["vary"], "Accept", "{accept:?}");
+        assert_eq!(
+            response.headers()["cache-control"],
+            "no-cache",
+            "{accept:?}"
+        );
+    }
+    let malformed = page(&app, "/devices/not-a-uuid", None).await;
+    assert_eq!(malformed.headers()["vary"], "Accept");
+    assert_eq!(malformed.headers()["cache-control"], "no-cache");
 }
 
 #[tokio::test]

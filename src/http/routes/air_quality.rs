@@ -127,5 +127,7 @@ pub async fn device_readings(
     let device = owned_device(state, &owner, id).await?;
     let readings =
         crate::read::export::readings(state.readings.as_ref(), device, query, true).await?;
-    Ok(export_formats::respond(readings, format, device, false))
+    Ok(export_formats::respond(
+        readings, format, device, query, false,
+    ))
 }

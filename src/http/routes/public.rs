@@ -97,7 +97,9 @@ pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Re
         device.flags.is_location_public,
     )
     .await?;
-    Ok(export_formats::respond(readings, format, device.id, true))
+    Ok(export_formats::respond(
+        readings, format, device.id, query, true,
+    ))
 }
 
 /// `GET /public/map/devices?bbox=…`, as JSON or (`Accept: application/geo+json`) GeoJSON: served
