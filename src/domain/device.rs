@@ -109,7 +109,7 @@ impl DeviceName {
 /// Whether `c` opens or closes a bidirectional embedding, override or isolate. Such a character
 /// in a name shown on a page or in a list reorders the text after it (a name could turn the
 /// page's own words around); right-to-left letters and the marks U+200E/U+200F do not.
-fn is_bidi_control(c: char) -> bool {
+pub fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

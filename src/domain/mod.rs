@@ -22,7 +22,9 @@ pub mod timeline;
 pub use aqi::AqiCategory;
 pub use batch::ReadingBatch;
 pub use bbox::BoundingBox;
-pub use device::{Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration};
+pub use device::{
+    is_bidi_control, Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration,
+};
 pub use device_key::{DeviceId, DeviceKey, KeyHash};
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use json_document::{Json, JsonArray, JsonDocument, JsonMap};

@@ -12,6 +12,8 @@
 //! without the embedding, override and isolate controls, since a stray PDI in the name would
 //! close the isolation early. The name's letters keep their own direction.
 
+use crate::domain::is_bidi_control;
+
 /// `value` with `places` decimals, rounded half away from zero on its shortest decimal form,
 /// without a negative zero. A value that is not finite (no stored value is) shows as "–".
 pub fn decimal(value: f64, places: usize) -> String {
@@ -60,19 +62,10 @@ pub fn decimal(value: f64, places: usize) -> String {
     out
 }
 
-/// The bidi controls that open or close a directional scope: embeddings and overrides
-/// (U+202A–U+202E) and isolates (U+2066–U+2069). Marks (U+200E, U+200F, U+061C) have no scope
-/// and stay.
-fn is_scoped_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
 /// A device name for display: without scoped bidi controls (see the module's documentation).
 /// Put it in a `<bdi>` in markup, or use [`isolated`] in plain text.
 pub fn display_name(name: &str) -> String {
-    name.chars()
-        .filter(|c| !is_scoped_bidi_control(*c))
-        .collect()
+    name.chars().filter(|c| !is_bidi_control(*c)).collect()
 }
 
 /// A device name for plain text (a `<title>`, an `aria-label`), where no element can isolate
