@@ -124,6 +124,11 @@ pub fn legend() -> Markup {
                         " " (category.name())
                     }
                 }
+                li data-offline data-colour=(NOT_CURRENT) {
+                    span class="swatch" style={ "background:" (NOT_CURRENT) } {}
+                    span class="range" {}
+                    " offline (nothing for 20 minutes)"
+                }
             }
         }
     }
@@ -168,5 +173,6 @@ mod tests {
         }
         assert!(legend.contains("0–50"));
         assert!(legend.contains("301+"));
+        assert!(legend.contains(NOT_CURRENT) && legend.contains("offline"));
     }
 }

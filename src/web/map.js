@@ -30,6 +30,14 @@
     return found;
   }
 
+  // An offline device's values are its last ones, not the air now: grey, as on its page and badge.
+  var offline = document.querySelector('#legend [data-offline]');
+  var offlineColour = offline ? offline.dataset.colour : '#9f9f9f';
+
+  function colourOf(p) {
+    return p.status === 'offline' ? offlineColour : band(p.aqi).colour;
+  }
+
   function tiles(element) {
     return L.tileLayer(element.dataset.tiles, { attribution: element.dataset.attribution, maxZoom: 19 });
   }
@@ -166,12 +174,12 @@
       seen.add(p.id);
       var marker = markers.get(p.id);
       if (!marker) {
-        marker = L.circleMarker(at, markerStyle(band(p.aqi).colour)).addTo(map);
+        marker = L.circleMarker(at, markerStyle(colourOf(p))).addTo(map);
         marker.bindPopup('');
         markers.set(p.id, marker);
       } else {
         marker.setLatLng(at);
-        marker.setStyle(markerStyle(band(p.aqi).colour));
+        marker.setStyle(markerStyle(colourOf(p)));
       }
       marker.setPopupContent(popup(p));
       var path = marker.getElement();

@@ -25,7 +25,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+use airq::clock::Clock;
 use airq::domain::AqiCategory;
+use airq::web::layout::NOT_CURRENT;
 
 use crate::common::{located, measured, sample_with, TestApp};
 
@@ -353,6 +355,22 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
         let id = placed(&app, name, everything.clone(), aqi, at).await;
         expected.push((id, AqiCategory::of(aqi).colour().to_owned()));
     }
+    let quiet = app
+        .register(
+            "alice",
+            json!({ "name": "Quiet", "is_public": true, "is_location_public": true }),
+        )
+        .await;
+    let stale = located(sample_with(30, 7.5, 18.5), 52.505, 13.38);
+    app.upload_ok(
+        &quiet,
+        &measured(stale, app.clock.now() - TimeDelta::minutes(30)),
+    )
+    .await;
+    expected.push((
+        quiet["id"].as_str().expect("id").to_owned(),
+        NOT_CURRENT.to_owned(),
+    ));
     placed(
         &app,
         "Hidden spot",
@@ -380,7 +398,10 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     let mut shown: Vec<(String, String)> = serde_json::from_value(markers).expect("pairs");
     shown.sort();
     expected.sort();
-    assert_eq!(shown, expected, "public devices only, coloured by category");
+    assert_eq!(
+        shown, expected,
+        "public devices only, coloured by category, offline ones grey"
+    );
 
     // The popup of a marker shows its values; the name stays text.
     client
