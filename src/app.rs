@@ -16,6 +16,7 @@ use crate::auth::local::LocalIssuerError;
 use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::data_dir::{DataDirError, DataDirLock};
 use crate::http::cacheable::MapCache;
 use crate::http::connections::ConnectionSettings;
 use crate::http::rate_limit::{RateLimits, SweeperGuard};
@@ -51,6 +52,9 @@ pub enum StartError {
     /// The identity provider configuration is unusable.
     #[error("configuring the identity provider")]
     Jwks(#[from] JwksError),
+    /// Another server holds the data directory, or it cannot be locked.
+    #[error("locking the data directory")]
+    DataDir(#[from] DataDirError),
     /// The batch writer thread could not be started.
     #[error("starting the batch writer")]
     Writer(#[source] std::io::Error),
@@ -68,11 +72,14 @@ pub struct Application {
     _listener: Option<ListenerGuard>,
     /// Forgets idle rate-limit keys; stops when dropped.
     _sweeper: SweeperGuard,
+    /// This server's claim on its data directory; dropped last, after the stores it guards.
+    _data_dir: DataDirLock,
 }
 
 impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
+        let data_dir = DataDirLock::acquire(&config.data_dir)?;
         let issuer = LocalIssuer::open(&config.data_dir)?;
         let rules = TokenRules {
             issuer: config.auth_issuer.clone(),
@@ -188,6 +195,7 @@ impl Application {
             connections: config.connections,
             _listener: postgres.map(|(_, listener)| listener),
             _sweeper: sweeper,
+            _data_dir: data_dir,
         })
     }
 

@@ -32,6 +32,7 @@ pub mod app;
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod data_dir;
 pub mod domain;
 pub mod healthcheck;
 pub mod http;

@@ -493,3 +493,24 @@ async fn healthcheck_refuses_port_0() {
     let output = healthcheck(&["--listen", "0.0.0.0:0"], None).await;
     assert_unhealthy(&output, "port 0");
 }
+
+#[tokio::test]
+async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
+    let app = TestApp::spawn().await;
+    let data_dir = app
+        .data_dir
+        .path()
+        .to_str()
+        .expect("a UTF-8 path")
+        .to_owned();
+    refused_serve(
+        &["--data-dir", &data_dir],
+        "is in use by another airq process",
+    );
+    let token = run(airq(
+        app.data_dir.path(),
+        &["token", "alice", "--data-dir", &data_dir],
+    ));
+    assert!(token.status.success(), "minting a token needs no lock");
+    assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
+}

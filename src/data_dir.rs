@@ -1,0 +1,82 @@
+//! The data directory's lock: one server per data directory.
+//!
+//! Why: everything a server keeps in its data directory (the ingestion log's segments, SQLite's
+//! `airq.db`, the receipt ids) assumes a single writer. A second server on the same directory
+//! numbered its receipts from the same counter and overwrote the first one's log segments, so
+//! about half of what both acknowledged was gone after a restart. The lock is an advisory
+//! exclusive lock (`flock`) on `airq.lock`, taken before anything else is opened and held for the
+//! life of the process; the kernel releases it when the process ends, `kill -9` included, so a
+//! crash never leaves a stale lock behind. `airq token` does not take it: it only reads the
+//! issuer's secret, which a running server never changes.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+
+/// Why the data directory could not be locked.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    /// Another process holds the lock.
+    #[error(
+        "{0} is in use by another airq process (it holds the lock on airq.lock); \
+         each server needs a data directory of its own"
+    )]
+    InUse(PathBuf),
+    /// The directory or its lock file could not be created or locked.
+    #[error("locking the data directory {path}")]
+    Io {
+        /// The data directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The held lock; released when dropped (or when the process ends).
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: File,
+}
+
+impl DataDirLock {
+    /// The lock file's name inside the data directory.
+    pub const FILE: &'static str = "airq.lock";
+
+    /// Creates `data_dir` if missing and takes its lock, or says who has it.
+    pub fn acquire(data_dir: &Path) -> Result<Self, DataDirError> {
+        let io = |source| DataDirError::Io {
+            path: data_dir.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(data_dir).map_err(io)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(data_dir.join(Self::FILE))
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(TryLockError::WouldBlock) => Err(DataDirError::InUse(data_dir.to_owned())),
+            Err(TryLockError::Error(source)) => Err(io(source)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_on_the_same_directory_is_refused_until_the_first_is_dropped() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let first = DataDirLock::acquire(dir.path());
+        assert!(first.is_ok());
+        assert!(matches!(
+            DataDirLock::acquire(dir.path()),
+            Err(DataDirError::InUse(_))
+        ));
+        drop(first);
+        assert!(DataDirLock::acquire(dir.path()).is_ok());
+    }
+}
