@@ -23,6 +23,9 @@
 //!   (the forwarder) can tell after a restart which of the rows still there it had done.
 //! - **Ids only grow, also across restarts.** A scan reports every id it passes, deletions'
 //!   included, so the next id can be past all of them ([`IngestLog::highest`]).
+//! - **A failed write leaves nothing behind.** The segment is cut back to where the write began
+//!   (and the cut synced) before the failure is reported, so no whole frame of a batch answered
+//!   as failed is ever read back.
 //! - **Each start appends to a new segment, and numbers are never reused.** Past a crash's torn
 //!   frame, the last segment may still hold frames of unanswered appends; writing after them
 //!   again could join such a frame to the entries. A new number leaves them unread for good.
@@ -262,13 +265,13 @@ impl IngestLog {
     fn write(&self, state: &mut State, frames: &[u8], last: i64) -> Result<Arc<File>, StoreError> {
         let position = state.position;
         let segment = state.current_mut()?;
-        segment
-            .file
-            .write_all_at(frames, position)
-            .map_err(|source| StoreError::File {
+        if let Err(source) = segment.file.write_all_at(frames, position) {
+            discard_after(segment, position);
+            return Err(StoreError::File {
                 path: segment.path.clone(),
                 source,
-            })?;
+            });
+        }
         segment.last_id = segment.last_id.max(last);
         let file = Arc::clone(&segment.file);
         state.position += frames.len() as u64;
@@ -324,6 +327,29 @@ impl State {
         self.segments
             .back_mut()
             .ok_or_else(|| StoreError::Corrupt("the ingestion log has no segment".into()))
+    }
+}
+
+/// Cuts `segment` back to `position` after a write that failed there, and syncs the cut.
+///
+/// Why: a write that fails halfway (the disk full) may have left whole frames of the batch behind
+/// `position`. The batch is answered as failed, so those frames must never be read: not by the
+/// next start's scan, and not behind a shorter batch written at `position` later. If the cut
+/// cannot be made durable, nothing appended after it could be answered truthfully, so the process
+/// aborts, as after a failed sync ([`GroupSync`]), and the next start scans what the disk holds.
+fn discard_after(segment: &Segment, position: u64) {
+    if let Err(error) = segment
+        .file
+        .set_len(position)
+        .and_then(|()| segment.file.sync_all())
+    {
+        tracing::error!(
+            path = %segment.path.display(),
+            position,
+            %error,
+            "cutting a failed write from the ingestion log failed; stopping"
+        );
+        std::process::abort();
     }
 }
 

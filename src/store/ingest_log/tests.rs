@@ -236,3 +236,31 @@ fn a_reused_file_never_takes_a_number_it_had_before() {
     let (_, entries) = reopened(dir.path(), 500);
     assert_eq!(ids(&entries), vec![41]);
 }
+
+#[test]
+fn the_frames_of_a_failed_write_are_cut_and_never_read_back() {
+    let (dir, log) = opened(SEGMENT_BYTES);
+    append(&log, &batch(1..=3));
+    {
+        // A write that failed halfway, as on a full disk: whole frames of the batch are on the
+        // file past where the log goes on.
+        let state = log.lock();
+        let segment = state.segments.back().unwrap_or_else(|| panic!("a segment"));
+        let mut frames = Vec::new();
+        for stored in batch(4..=9) {
+            record::put_reading(&mut frames, segment.number, &stored, 1)
+                .unwrap_or_else(|error| panic!("{error}"));
+        }
+        segment
+            .file
+            .write_all_at(&frames, state.position)
+            .unwrap_or_else(|error| panic!("{error}"));
+        discard_after(segment, state.position);
+    }
+    append(&log, &batch(10..=10));
+    log.sync().unwrap_or_else(|error| panic!("{error}"));
+    drop(log);
+
+    let (_, entries) = reopened(dir.path(), SEGMENT_BYTES);
+    assert_eq!(ids(&entries), [1, 2, 3, 10]);
+}
