@@ -313,7 +313,7 @@ pub(super) mod tests {
                     lon: 13.405,
                     provider: "gps".into(),
                 }),
-                measured_at: (id % 2 == 0).then_some(at),
+                measured_at: id.is_multiple_of(2).then_some(at),
             },
         }
     }
