@@ -48,6 +48,11 @@ pub enum Command {
 
 /// Flags of `airq serve`.
 #[derive(Debug, Clone, Args)]
+#[command(group(
+    clap::ArgGroup::new("external_auth")
+        .args(["auth_jwks_url", "auth_hs256_secret", "auth_issuer"])
+        .multiple(true)
+))]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (the bound address is logged).
     #[arg(long, env = "AIRQ_LISTEN", default_value = "127.0.0.1:8080")]
@@ -63,6 +68,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "AIRQ_QUESTDB_ILP",
+        hide_env_values = true,
         requires = "questdb_pg",
         requires = "postgres_url"
     )]
@@ -91,7 +97,8 @@ pub struct ServeArgs {
     #[arg(long, env = "AIRQ_AUTH_JWKS_URL", conflicts_with = "auth_hs256_secret")]
     pub auth_jwks_url: Option<String>,
     /// Verify owner tokens with this shared HS256 secret instead of the local issuer.
-    #[arg(long, env = "AIRQ_AUTH_HS256_SECRET", hide_env_values = true)]
+    /// At least 32 bytes (RFC 7518 §3.2: a key as long as the hash), so it cannot be guessed.
+    #[arg(long, env = "AIRQ_AUTH_HS256_SECRET", hide_env_values = true, value_parser = parse_hs256_secret)]
     pub auth_hs256_secret: Option<String>,
     /// Required `iss` of owner tokens from an external identity provider. Set alone (without
     /// --auth-jwks-url or --auth-hs256-secret), the JWKS URL is discovered from the issuer's
@@ -100,13 +107,13 @@ pub struct ServeArgs {
     pub auth_issuer: Option<String>,
     /// CA certificates (PEM) trusted, instead of the system store and the bundled roots, for the
     /// identity provider's HTTPS (discovery and JWKS).
-    #[arg(long, env = "AIRQ_AUTH_CA_FILE")]
+    #[arg(long, env = "AIRQ_AUTH_CA_FILE", requires = "external_auth")]
     pub auth_ca_file: Option<PathBuf>,
     /// Required `aud` of owner tokens from an external identity provider.
-    #[arg(long, env = "AIRQ_AUTH_AUDIENCE")]
+    #[arg(long, env = "AIRQ_AUTH_AUDIENCE", requires = "external_auth")]
     pub auth_audience: Option<String>,
     /// Clock skew tolerated when checking the `exp` and `nbf` of owner tokens, in seconds.
-    #[arg(long, env = "AIRQ_AUTH_LEEWAY_SECS", default_value_t = 30)]
+    #[arg(long, env = "AIRQ_AUTH_LEEWAY_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3_600))]
     pub auth_leeway_secs: u64,
     /// The batch writer flushes once this many readings are buffered.
     #[arg(long, env = "AIRQ_BATCH_MAX_ROWS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -115,23 +122,23 @@ pub struct ServeArgs {
     /// default) flushes as soon as nothing more is queued: readings that arrive during a flush
     /// form the next batch, so batches grow with the load without delaying a quiet one. While a
     /// written batch still waits for its sync, a batch below `batch_max_rows` waits for it too.
-    #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 0)]
+    #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub batch_max_delay_ms: u64,
     /// Readings waiting for the batch writer before uploads wait for room (backpressure).
     #[arg(long, env = "AIRQ_BATCH_QUEUE", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_queue: u32,
     /// How often a failed flush is retried before its uploads are answered with 500.
-    #[arg(long, env = "AIRQ_FLUSH_RETRIES", default_value_t = 3)]
+    #[arg(long, env = "AIRQ_FLUSH_RETRIES", default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub flush_retries: u32,
     /// Pause before the first retry of a failed flush; doubled for each further retry.
-    #[arg(long, env = "AIRQ_FLUSH_RETRY_BACKOFF_MS", default_value_t = 50)]
+    #[arg(long, env = "AIRQ_FLUSH_RETRY_BACKOFF_MS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub flush_retry_backoff_ms: u64,
     /// How long the embedded store waits for a lock held by another connection.
-    #[arg(long, env = "AIRQ_SQLITE_BUSY_TIMEOUT_MS", default_value_t = 5000)]
+    #[arg(long, env = "AIRQ_SQLITE_BUSY_TIMEOUT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub sqlite_busy_timeout_ms: u64,
     /// The embedded store folds appended readings into its indexes and rollups at the latest
     /// this long after the previous fold…
-    #[arg(long, env = "AIRQ_FOLD_INTERVAL_MS", default_value_t = 2000)]
+    #[arg(long, env = "AIRQ_FOLD_INTERVAL_MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     pub fold_interval_ms: u64,
     /// …or as soon as this many readings wait to be folded.
     #[arg(long, env = "AIRQ_FOLD_BATCH_ROWS", default_value_t = 65_536, value_parser = clap::value_parser!(i64).range(1..))]
@@ -141,7 +148,7 @@ pub struct ServeArgs {
     #[arg(long, env = "AIRQ_LOG_SEGMENT_BYTES", default_value_t = crate::store::ingest_log::SEGMENT_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub log_segment_bytes: u64,
     /// How long the public map is served from the cache.
-    #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000)]
+    #[arg(long, env = "AIRQ_MAP_CACHE_TTL_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub map_cache_ttl_ms: u64,
     /// Uploads a device may make a minute (`POST /data` or `/data/batch`; a batch counts once);
     /// 0 turns the limit off.
@@ -166,7 +173,7 @@ pub struct ServeArgs {
     pub body_timeout_ms: u64,
     /// At shutdown, in-flight requests get this long to finish; connections still open then are
     /// closed, so the process ends within this bound (plus the batch writer's final commit).
-    #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000)]
+    #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub shutdown_timeout_ms: u64,
     /// Web origins (comma-separated, exact `scheme://host[:port]`) whose browser pages may call
     /// owner routes (CORS); empty: none, owner routes answer no cross-origin request.
@@ -213,6 +220,16 @@ pub struct TokenArgs {
     /// The data directory whose local issuer signs the token.
     #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
     pub data_dir: PathBuf,
+}
+
+fn parse_hs256_secret(text: &str) -> Result<String, String> {
+    if text.len() < 32 {
+        return Err(format!(
+            "an HS256 secret needs at least 32 bytes (RFC 7518 §3.2); this one has {}",
+            text.len()
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn parse_owner(text: &str) -> Result<OwnerId, String> {
@@ -414,7 +431,12 @@ mod tests {
             OwnerAuth::Jwks(_)
         ));
         assert!(matches!(
-            owner_auth(&["--auth-issuer", issuer, "--auth-hs256-secret", "s"]),
+            owner_auth(&[
+                "--auth-issuer",
+                issuer,
+                "--auth-hs256-secret",
+                "a shared secret of 32 bytes or more"
+            ]),
             OwnerAuth::SharedSecret(_)
         ));
     }

@@ -514,3 +514,34 @@ async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
     assert!(token.status.success(), "minting a token needs no lock");
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
+
+#[test]
+fn an_hs256_secret_shorter_than_32_bytes_is_refused() {
+    refused_serve(&["--auth-hs256-secret", ""], "at least 32 bytes");
+    refused_serve(
+        &["--auth-hs256-secret", "thirty-one bytes, one too short"],
+        "at least 32 bytes",
+    );
+}
+
+#[test]
+fn an_audience_or_ca_file_without_an_external_identity_provider_is_refused() {
+    refused_serve(&["--auth-audience", "airq"], "--auth-jwks-url");
+    refused_serve(
+        &["--auth-ca-file", "/etc/ssl/certs/ca.pem"],
+        "--auth-jwks-url",
+    );
+}
+
+#[test]
+fn durations_beyond_their_bounds_are_refused_instead_of_crashing_the_start() {
+    for (flag, value) in [
+        ("--sqlite-busy-timeout-ms", "2147483648"),
+        ("--map-cache-ttl-ms", "31536000000000"),
+        ("--batch-max-delay-ms", "18446744073709551615"),
+        ("--fold-interval-ms", "0"),
+        ("--auth-leeway-secs", "18446744073709551615"),
+    ] {
+        refused_serve(&[flag, value], flag);
+    }
+}
