@@ -82,7 +82,8 @@ pub struct Receipt {
 /// Why a reading was not stored.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
-    /// The batch could not be committed, retries included; nothing of it is stored.
+    /// The batch could not be committed, retries included; nothing of it is stored. Holds the
+    /// whole cause chain, for the log lines of the requests it fails (never for the client).
     #[error("the batch could not be committed: {0}")]
     Failed(String),
     /// The writer has stopped (the process is shutting down).
@@ -543,7 +544,7 @@ async fn flush(
         Err(error) => {
             metrics.batch_failed();
             tracing::error!(error = %crate::telemetry::chain(&error), uploads = replies.len(), "batch not stored; uploads answered with 500");
-            let failure = WriteError::Failed(error.to_string());
+            let failure = WriteError::Failed(crate::telemetry::chain(&error));
             for (reply, _) in replies {
                 let _ = reply.send(Err(failure.clone()));
             }
