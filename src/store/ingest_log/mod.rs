@@ -169,7 +169,8 @@ impl IngestLog {
         written
     }
 
-    /// Records that `device` was deleted and syncs it: a scan drops its readings logged before.
+    /// Records that `device` was deleted and syncs it: a scan drops its readings logged before,
+    /// and those logged after it (uploads in flight at the deletion).
     /// Answers the highest id logged so far, the last the deletion covers (rows with ids up to
     /// it may still be syncing).
     pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<i64, StoreError> {
@@ -359,13 +360,21 @@ fn discard_after(segment: &Segment, position: u64) {
 pub fn unconsumed(data_dir: &Path) -> Result<(Vec<StoredReading>, i64), StoreError> {
     let dir = data_dir.join(IngestLog::DIR);
     let mut readings: Vec<StoredReading> = Vec::new();
+    let mut forgotten = std::collections::HashSet::new();
     let mut consumed = 0;
     if dir.exists() {
         scan(segment::list(&dir)?.segments, |entry| match entry {
-            Entry::Reading { stored, .. } => readings.push(stored),
-            Entry::Forget { device, through } => readings.retain(|stored| {
-                stored.device.as_uuid().as_bytes() != &device || record::id_of(stored) > through
-            }),
+            Entry::Reading { stored, .. } => {
+                if !forgotten.contains(stored.device.as_uuid().as_bytes()) {
+                    readings.push(stored);
+                }
+            }
+            Entry::Forget { device, through } => {
+                readings.retain(|stored| {
+                    stored.device.as_uuid().as_bytes() != &device || record::id_of(stored) > through
+                });
+                forgotten.insert(device);
+            }
             Entry::Consumed { through } => {
                 consumed = consumed.max(through);
                 readings.retain(|stored| record::id_of(stored) > through);

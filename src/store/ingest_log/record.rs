@@ -35,8 +35,9 @@ pub enum Entry {
         /// When it was appended.
         received_at: i64,
     },
-    /// A device was deleted: its readings with ids up to `through` are gone, wherever in the log
-    /// they are; `through` was the highest id in the log then.
+    /// A device was deleted: its readings are gone, wherever in the log they are — those with
+    /// ids up to `through` (the highest id in the log then), and any logged after it by an
+    /// upload that was in flight at the deletion.
     Forget {
         /// The deleted device.
         device: [u8; 16],

@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -36,6 +37,12 @@ use crate::store::StoreError;
 /// Devices whose rows the fold takes, or forgets, per hold of the lock (with 10,000 devices and
 /// a full chunk about 1,700 rows; measured, at most 0.3–0.8 ms per hold).
 const DEVICES_PER_HOLD: usize = 256;
+
+/// How long rows of a deleted device are still turned away. An upload authenticated before the
+/// deletion may be appended after it (its body still arriving, its turn in the queue, retries:
+/// seconds at most); its reading goes with the device, which will never exist again (device ids
+/// are never reused). Past this, the device's entry is dropped so deletions do not pile up.
+const FORGET_WINDOW: Duration = Duration::from_secs(600);
 
 /// The unfolded rows of every device.
 #[derive(Debug, Default)]
@@ -51,10 +58,18 @@ struct Inner {
     folded: i64,
     /// The highest id added so far (rows come in id order).
     added: i64,
-    /// Deleted devices whose rows up to an id may still be on their way here: committed to the
-    /// log before the deletion took them out again, and not synced yet. Kept until a later id
-    /// has been added.
-    forgotten: HashMap<[u8; 16], i64>,
+    /// Deleted devices whose rows may still be on their way here: committed to the log before
+    /// the deletion and not synced yet (ids up to `through`), or appended after it by an upload
+    /// that was in flight. Kept until a later id has been added and [`FORGET_WINDOW`] has passed.
+    forgotten: HashMap<[u8; 16], Forgotten>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Forgotten {
+    /// The highest id the log held when the deletion was logged.
+    through: i64,
+    /// When the deletion was logged.
+    at: Instant,
 }
 
 impl Unfolded {
@@ -67,8 +82,8 @@ impl Unfolded {
         unfolded
     }
 
-    /// Adds durable rows (in id order), except those of a device deleted after they were
-    /// appended. Rows passed already shared are not allocated under the lock (the sink shares
+    /// Adds durable rows (in id order), except those of a deleted device (appended before its
+    /// deletion and synced after it, or appended after it by an upload in flight). Rows passed already shared are not allocated under the lock (the sink shares
     /// them on the batch writer's thread, before the sync).
     pub(super) fn add<R: Into<Arc<LoggedRow>>>(&self, rows: impl IntoIterator<Item = R>) {
         let mut inner = self.write();
@@ -79,17 +94,15 @@ impl Unfolded {
             .filter(|row| row.id > inner.folded)
         {
             inner.added = inner.added.max(row.id);
-            if inner
-                .forgotten
-                .get(&row.device)
-                .is_some_and(|&through| row.id <= through)
-            {
+            if inner.forgotten.contains_key(&row.device) {
                 continue;
             }
             inner.by_device.entry(row.device).or_default().push(row);
         }
         let added = inner.added;
-        inner.forgotten.retain(|_, through| *through > added);
+        inner.forgotten.retain(|_, forgotten| {
+            forgotten.through > added || forgotten.at.elapsed() < FORGET_WINDOW
+        });
     }
 
     /// Forgets the rows of `devices` up to `folded`, which the fold has just committed. Between
@@ -165,9 +178,13 @@ impl Unfolded {
     pub(crate) fn forget_device(&self, device: [u8; 16], through: i64) {
         let mut inner = self.write();
         inner.by_device.remove(&device);
-        if through > inner.added {
-            inner.forgotten.insert(device, through);
-        }
+        inner.forgotten.insert(
+            device,
+            Forgotten {
+                through,
+                at: Instant::now(),
+            },
+        );
     }
 
     /// The unfolded rows of `devices` as of `connection`'s read transaction (whose first read
@@ -284,7 +301,17 @@ mod tests {
         // The log held ids up to 4 when the device's rows left it; 3 and 4 were still syncing.
         unfolded.forget_device([1; 16], 4);
         unfolded.add([row(3, 1), row(4, 2)]);
+        assert_eq!(ids(&unfolded.chunk(0, 4, 10)), vec![2, 4]);
+    }
+
+    #[test]
+    fn rows_of_a_deleted_device_appended_after_its_deletion_stay_out_too() {
+        let unfolded = Unfolded::default();
+        unfolded.add([row(1, 1), row(2, 2)]);
+        unfolded.forget_device([1; 16], 2);
+        // An upload of the device that was in flight when it was deleted.
+        unfolded.add([row(3, 1), row(4, 2)]);
         unfolded.add([row(5, 1)]);
-        assert_eq!(ids(&unfolded.chunk(0, 5, 10)), vec![2, 4, 5]);
+        assert_eq!(ids(&unfolded.chunk(0, 5, 10)), vec![2, 4]);
     }
 }
