@@ -65,18 +65,24 @@ impl LocalIssuer {
             source,
         };
         std::fs::create_dir_all(data_dir).map_err(io_error)?;
+        let read = || -> Result<Self, LocalIssuerError> {
+            let mut bytes = Vec::with_capacity(32);
+            std::fs::File::open(&path)
+                .and_then(|mut file| file.read_to_end(&mut bytes))
+                .map_err(io_error)?;
+            let secret = bytes
+                .try_into()
+                .map_err(|_| LocalIssuerError::Corrupt(path.clone()))?;
+            Ok(Self { secret })
+        };
+        // An existing secret is read without writing anything, so a start on a full disk (after
+        // a crash there) still serves what the data directory holds.
+        if path.exists() {
+            return read();
+        }
         match create_secret(&path) {
             Ok(secret) => Ok(Self { secret }),
-            Err(error) if error.kind() == ErrorKind::AlreadyExists => {
-                let mut bytes = Vec::with_capacity(32);
-                std::fs::File::open(&path)
-                    .and_then(|mut file| file.read_to_end(&mut bytes))
-                    .map_err(io_error)?;
-                let secret = bytes
-                    .try_into()
-                    .map_err(|_| LocalIssuerError::Corrupt(path.clone()))?;
-                Ok(Self { secret })
-            }
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => read(),
             Err(error) => Err(io_error(error)),
         }
     }
