@@ -416,6 +416,16 @@ fn scan(listed: Vec<(u64, PathBuf)>, mut each: impl FnMut(Entry)) -> Result<Scan
             last_id = last_id.max(entry.id());
             each(entry);
         }
+        if let Some((at, unread)) = frames.damage(&file, &path)? {
+            tracing::error!(
+                segment = %path.display(),
+                at,
+                unread,
+                "a frame of the ingestion log fails its checksum and whole frames follow it: a \
+                 crash cut an unanswered batch short, or the disk damaged the log; the entries \
+                 after it in this segment are not read"
+            );
+        }
         if entries == 0 {
             scanned.empty.push((number, path));
             continue;

@@ -153,6 +153,31 @@ impl Frames {
         }
     }
 
+    /// Where its entries ended (after [`Self::next`] said so), if what stands there is a frame
+    /// whose checksum fails but whose length leads to whole frames of this segment: the offset
+    /// and how many such frames follow, which a scan does not read. Stale frames of a reused
+    /// file's earlier number, zeros, or a frame cut off at the end of the file give `None`.
+    pub(super) fn damage(
+        &self,
+        file: &File,
+        path: &Path,
+    ) -> Result<Option<(u64, usize)>, StoreError> {
+        let mut header = [0u8; record::HEADER];
+        if file.read_exact_at(&mut header, self.offset).is_err() {
+            return Ok(None);
+        }
+        let length = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        if length == 0 || length > record::MAX_BODY {
+            return Ok(None);
+        }
+        let mut after = Self::new(self.number, self.offset + (record::HEADER + length) as u64);
+        let mut count = 0;
+        while after.next(file, path)?.is_some() {
+            count += 1;
+        }
+        Ok((count > 0).then_some((self.offset, count)))
+    }
+
     /// Reads at least `needed` bytes (more when there are) from the next frame on; `false` when
     /// the file holds fewer.
     fn fill(&mut self, file: &File, path: &Path, needed: usize) -> Result<bool, StoreError> {
@@ -210,5 +235,48 @@ mod tests {
             frames.next(&file, &path).unwrap_or(None).is_none(),
             "and stay there"
         );
+        assert_eq!(frames.damage(&file, &path).unwrap_or(None), None, "zeros");
+    }
+
+    /// The ids a scan of `bytes` (a segment 3) reads, and the damage it reports.
+    fn scanned(bytes: &[u8]) -> (Vec<i64>, Option<(u64, usize)>) {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let path = dir.path().join(name(3));
+        std::fs::write(&path, bytes).unwrap_or_else(|error| panic!("{error}"));
+        let file = File::open(&path).unwrap_or_else(|error| panic!("{error}"));
+        let mut frames = Frames::new(3, 0);
+        let mut ids = Vec::new();
+        while let Some(entry) = frames.next(&file, &path).unwrap_or(None) {
+            ids.push(entry.id());
+        }
+        (ids, frames.damage(&file, &path).unwrap_or(None))
+    }
+
+    #[test]
+    fn a_damaged_frame_with_whole_frames_after_it_is_reported_with_how_many_are_unread() {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for id in 1..=10 {
+            starts.push(bytes.len());
+            record::put_reading(&mut bytes, 3, &reading(id, false), 0)
+                .unwrap_or_else(|error| panic!("{error}"));
+        }
+        let intact = bytes.clone();
+        bytes[starts[4] + record::HEADER + 3] ^= 0x40;
+        assert_eq!(
+            scanned(&bytes),
+            ((1..=4).collect(), Some((starts[4] as u64, 5)))
+        );
+
+        // A write cut off at the end of the file, or a reused file's frames of its earlier
+        // number, are where entries end, not damage.
+        let torn = &intact[..starts[9] + 5];
+        assert_eq!(scanned(torn), ((1..=9).collect(), None));
+        let mut stale = intact[..starts[5]].to_vec();
+        for id in 6..=10 {
+            record::put_reading(&mut stale, 2, &reading(id, false), 0)
+                .unwrap_or_else(|error| panic!("{error}"));
+        }
+        assert_eq!(scanned(&stale), ((1..=5).collect(), None));
     }
 }
