@@ -117,6 +117,9 @@ pub enum ApiError {
     /// A dependency is not ready (for `/readyz`).
     #[error("not ready")]
     NotReady(#[source] StoreError),
+    /// The last batch of uploads could not be stored, and none has been since (for `/readyz`).
+    #[error("uploads are failing")]
+    WritesFailing,
     /// A response body could not be compressed.
     #[error("compressing the response")]
     Compress(#[source] std::io::Error),
@@ -275,6 +278,15 @@ impl ApiError {
                 )
             }
             Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
+            Self::WritesFailing => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                BLANK_TYPE,
+                "Service Unavailable",
+                format!(
+                    "the last batch of uploads could not be stored (the log says why); \
+                     request id {request_id}"
+                ),
+            ),
             Self::NotReady(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 BLANK_TYPE,

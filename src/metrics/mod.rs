@@ -110,6 +110,8 @@ pub struct ServerMetrics {
     batches: Counter,
     readings: Counter,
     batch_failures: Counter,
+    /// Whether the last batch failed (no commit since): what readiness reports.
+    writes_failing: std::sync::atomic::AtomicBool,
     flush_retries: Counter,
     flush_seconds: Counter<f64, AtomicU64>,
     queued: Gauge,
@@ -240,6 +242,7 @@ impl Default for ServerMetrics {
             batches,
             readings,
             batch_failures,
+            writes_failing: std::sync::atomic::AtomicBool::new(false),
             flush_retries,
             flush_seconds,
             queued,
@@ -278,11 +281,22 @@ impl ServerMetrics {
         self.batch_rows.observe(rows as f64);
         self.flush_duration.observe(duration.as_secs_f64());
         self.flush_seconds.inc_by(duration.as_secs_f64());
+        self.writes_failing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Counts a batch that could not be committed.
     pub fn batch_failed(&self) {
         self.batch_failures.inc();
+        self.writes_failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the last batch could not be committed and none has been since: uploads fail (a
+    /// full disk, a store that refuses writes), so `/readyz` says not ready.
+    pub fn writes_failing(&self) -> bool {
+        self.writes_failing
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Counts a retried flush.

@@ -850,3 +850,55 @@ async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail()
     let day = bucket(&reads[0], "2026-07-11");
     assert!((day.1 - mean_of(&[5])).abs() < 1e-9, "{day:?}");
 }
+
+/// Makes `dir` immutable (`chattr +i`: not even root may add a file) until dropped.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(dir: &Path) -> Option<Self> {
+        let done = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(dir)
+            .status()
+            .is_ok_and(|status| status.success());
+        done.then(|| Self(dir.to_owned()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test]
+async fn readiness_says_not_ready_while_uploads_cannot_be_stored() {
+    // Every batch goes to a segment file of its own, which cannot be created below.
+    let app = TestApp::spawn_with(|c| c.log_segment_bytes = 1).await;
+    let device = app.register_named("alice", "balcony").await;
+    app.upload_ok(&device, &sample()).await;
+    let ingest = app.data_dir.path().join("ingest");
+    let Some(immutable) = Immutable::set(&ingest) else {
+        println!("skipped: chattr +i is not available here");
+        return;
+    };
+
+    let failed = app.upload(&device, &sample()).await;
+    assert_eq!(failed.status(), 500);
+    let ready = app.client.get(format!("{}/readyz", app.base)).send().await;
+    let ready = ready.expect("readyz answers");
+    assert_eq!(ready.status(), 503);
+
+    drop(immutable);
+    app.upload_ok(&device, &sample()).await;
+    let ready = app.client.get(format!("{}/readyz", app.base)).send().await;
+    assert_eq!(ready.expect("readyz answers").status(), 200);
+    assert_eq!(
+        app.stored_ids().await.len(),
+        2,
+        "the failed upload left nothing"
+    );
+}

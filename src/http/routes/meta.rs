@@ -16,8 +16,11 @@ pub fn health() -> Result<Response, ApiError> {
     respond::json(StatusCode::OK, &json!({ "status": "ok" }))
 }
 
-/// `GET /readyz`: the stores answer.
+/// `GET /readyz`: the stores answer, and the last batch of uploads was stored.
 pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
+    if state.metrics.writes_failing() {
+        return Err(ApiError::WritesFailing);
+    }
     state.devices.ping().await.map_err(ApiError::NotReady)?;
     state.readings.ping().await.map_err(ApiError::NotReady)?;
     respond::json(StatusCode::OK, &json!({ "status": "ready" }))
