@@ -99,6 +99,9 @@ impl Drop for QueuedReadings {
     }
 }
 
+/// How long a failed batch keeps `/readyz` at 503 unless a later one is committed.
+pub const WRITES_FAILING_FOR: Duration = Duration::from_secs(30);
+
 /// Every metric of one process.
 #[derive(Debug)]
 pub struct ServerMetrics {
@@ -110,8 +113,8 @@ pub struct ServerMetrics {
     batches: Counter,
     readings: Counter,
     batch_failures: Counter,
-    /// Whether the last batch failed (no commit since): what readiness reports.
-    writes_failing: std::sync::atomic::AtomicBool,
+    /// When the last batch failed, if none has been committed since: what readiness reports.
+    write_failed_at: std::sync::Mutex<Option<std::time::Instant>>,
     flush_retries: Counter,
     flush_seconds: Counter<f64, AtomicU64>,
     queued: Gauge,
@@ -242,7 +245,7 @@ impl Default for ServerMetrics {
             batches,
             readings,
             batch_failures,
-            writes_failing: std::sync::atomic::AtomicBool::new(false),
+            write_failed_at: std::sync::Mutex::new(None),
             flush_retries,
             flush_seconds,
             queued,
@@ -281,22 +284,28 @@ impl ServerMetrics {
         self.batch_rows.observe(rows as f64);
         self.flush_duration.observe(duration.as_secs_f64());
         self.flush_seconds.inc_by(duration.as_secs_f64());
-        self.writes_failing
-            .store(false, std::sync::atomic::Ordering::Relaxed);
+        *self.failed_at() = None;
     }
 
     /// Counts a batch that could not be committed.
     pub fn batch_failed(&self) {
         self.batch_failures.inc();
-        self.writes_failing
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        *self.failed_at() = Some(std::time::Instant::now());
     }
 
-    /// Whether the last batch could not be committed and none has been since: uploads fail (a
-    /// full disk, a store that refuses writes), so `/readyz` says not ready.
+    /// Whether a batch failed within [`WRITES_FAILING_FOR`] and none has been committed since:
+    /// uploads fail (a full disk, a store that refuses writes), so `/readyz` says not ready. The
+    /// bound lets a replica that a load balancer took out for it come back and try again: with no
+    /// uploads reaching it, nothing else would ever clear it.
     pub fn writes_failing(&self) -> bool {
-        self.writes_failing
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.failed_at()
+            .is_some_and(|at| at.elapsed() < WRITES_FAILING_FOR)
+    }
+
+    fn failed_at(&self) -> std::sync::MutexGuard<'_, Option<std::time::Instant>> {
+        self.write_failed_at
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Counts a retried flush.
