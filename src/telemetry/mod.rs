@@ -30,7 +30,15 @@ pub enum LogFormat {
 /// Installs the global subscriber (once; later calls do nothing). Lines below `WARN` are
 /// buffered ([`buffered`]): keep the answered [`LogFlusher`] until the process ends.
 pub fn init(format: LogFormat) -> LogFlusher {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // A filter that does not parse falls back to `info`, and says so once the logs are up: a
+    // typo (`airq::access=wanr`) must not go unnoticed while it changes what is logged.
+    let (filter, refused) = match std::env::var(EnvFilter::DEFAULT_ENV) {
+        Ok(text) => match EnvFilter::try_new(&text) {
+            Ok(filter) => (filter, None),
+            Err(error) => (EnvFilter::new("info"), Some((text, error))),
+        },
+        Err(_) => (EnvFilter::new("info"), None),
+    };
     let (writer, flusher) = Buffered::start(std::io::stderr(), FLUSH_EVERY);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -40,6 +48,9 @@ pub fn init(format: LogFormat) -> LogFlusher {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    if let Some((text, error)) = refused {
+        tracing::warn!(rust_log = %text, %error, "RUST_LOG is not a valid filter; logging at info");
+    }
     flusher
 }
 

@@ -256,3 +256,19 @@ fn access_lines_of_requests_answered_before_a_graceful_stop_reach_stderr() {
         );
     }
 }
+
+#[test]
+fn a_rust_log_that_does_not_parse_is_reported_and_info_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = serve(dir.path(), |command| {
+        command.env("RUST_LOG", "info,airq::access=wanr");
+    });
+    let lines = server.finish();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("RUST_LOG is not a valid filter")
+                && line.contains("airq::access=wanr")),
+        "{lines:#?}"
+    );
+}
