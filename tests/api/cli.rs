@@ -356,7 +356,7 @@ fn a_jwks_url_and_a_shared_secret_cannot_both_be_configured() {
             "--auth-jwks-url",
             "http://127.0.0.1:9/jwks.json",
             "--auth-hs256-secret",
-            "a shared secret",
+            "a shared secret of thirty-two bytes or more",
         ],
         "cannot be used with",
     );
