@@ -292,15 +292,19 @@ mod tests {
         }
     }
 
+    fn map_settings() -> crate::web::settings::MapSettings {
+        crate::config::Config::new(
+            "127.0.0.1:0".parse().expect("address"),
+            std::path::PathBuf::from("unused"),
+        )
+        .map
+    }
+
     #[test]
     fn a_device_name_is_text_never_markup() {
         let page = render(
             &data("<script>alert(1)</script>", DeviceFlags::default()),
-            &crate::config::Config::new(
-                "127.0.0.1:0".parse().expect("address"),
-                std::path::PathBuf::from("unused"),
-            )
-            .map,
+            &map_settings(),
             Chrome::Full,
         )
         .into_string();
@@ -314,11 +318,7 @@ mod tests {
         // the page's text after the name, and a stray PDI that would close its isolation early.
         let page = render(
             &data("\u{202e}evil \u{2069}device", DeviceFlags::default()),
-            &crate::config::Config::new(
-                "127.0.0.1:0".parse().expect("address"),
-                std::path::PathBuf::from("unused"),
-            )
-            .map,
+            &map_settings(),
             Chrome::Full,
         )
         .into_string();

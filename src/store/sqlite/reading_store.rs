@@ -55,18 +55,21 @@ fn located_before(
              WHERE b.device = ?1 AND b.at < ?2 AND r.lat IS NOT NULL \
              ORDER BY b.at DESC LIMIT 1",
         )?
-        .query_row(params![device.as_slice(), at], |row| {
-            Ok((
-                row.get(0)?,
-                row.get(1)?,
-                row.get(2)?,
-                row.get(3)?,
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-            ))
-        })
+        .query_row(params![device.as_slice(), at], |row| read_located(row, 0))
         .optional()?)
+}
+
+/// The located sample in the seven columns of `row` from `first` on.
+fn read_located(row: &Row<'_>, first: usize) -> rusqlite::Result<Located> {
+    Ok((
+        row.get(first)?,
+        row.get(first + 1)?,
+        row.get(first + 2)?,
+        row.get(first + 3)?,
+        row.get(first + 4)?,
+        row.get(first + 5)?,
+        row.get(first + 6)?,
+    ))
 }
 
 /// The read routes' side of the embedded store.
@@ -246,15 +249,7 @@ impl ReadingStore for SqliteReadings {
             let rows = statement.query_map([Rc::clone(devices)], |row| {
                 let device = read_device(row, 0)?.unwrap_or_default();
                 let located = match row.get::<_, Option<i64>>(1)? {
-                    Some(at) => Some((
-                        at,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                        row.get(5)?,
-                        row.get(6)?,
-                        row.get(7)?,
-                    )),
+                    Some(_) => Some(read_located(row, 1)?),
                     None => None,
                 };
                 Ok((device, located, row.get::<_, i64>(8)?))
