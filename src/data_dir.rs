@@ -21,6 +21,9 @@ pub enum DataDirError {
          each server needs a data directory of its own"
     )]
     InUse(PathBuf),
+    /// The path names something else than a directory.
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
     /// The directory or its lock file could not be created or locked.
     #[error("locking the data directory {path}")]
     Io {
@@ -48,6 +51,9 @@ impl DataDirLock {
             path: data_dir.to_owned(),
             source,
         };
+        if data_dir.exists() && !data_dir.is_dir() {
+            return Err(DataDirError::NotADirectory(data_dir.to_owned()));
+        }
         std::fs::create_dir_all(data_dir).map_err(io)?;
         let file = OpenOptions::new()
             .create(true)

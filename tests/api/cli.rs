@@ -545,3 +545,14 @@ fn durations_beyond_their_bounds_are_refused_instead_of_crashing_the_start() {
         refused_serve(&[flag, value], flag);
     }
 }
+
+#[test]
+fn a_data_dir_that_is_a_file_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").expect("a file");
+    refused_serve(
+        &["--data-dir", file.to_str().expect("UTF-8")],
+        "not-a-dir is not a directory",
+    );
+}
