@@ -46,6 +46,12 @@ pub enum StartError {
     /// A store could not be opened.
     #[error("opening the store")]
     Store(#[from] StoreError),
+    /// The PostgreSQL device store could not be reached or set up.
+    #[error("connecting to PostgreSQL (--postgres-url, AIRQ_POSTGRES_URL)")]
+    Postgres(#[source] StoreError),
+    /// The QuestDB reading store could not be reached or set up.
+    #[error("opening QuestDB (--questdb-pg, AIRQ_QUESTDB_PG; --questdb-ilp, AIRQ_QUESTDB_ILP)")]
+    QuestDb(#[source] StoreError),
     /// The local token issuer could not be opened.
     #[error("opening the local token issuer")]
     Issuer(#[from] LocalIssuerError),
@@ -140,7 +146,8 @@ impl Application {
                         pool.clone(),
                         (&config.data_dir, config.log_segment_bytes),
                     )
-                    .await?;
+                    .await
+                    .map_err(StartError::QuestDb)?;
                     if let Some(spool) = opened.spool {
                         metrics.sample_spool_backlog(move || spool.backlog());
                     }
@@ -234,7 +241,7 @@ async fn postgres_devices(
     ),
     StartError,
 > {
-    let (pool, target) = postgres::connect(url).await?;
+    let (pool, target) = postgres::connect(url).await.map_err(StartError::Postgres)?;
     let devices: Arc<dyn DeviceStore> = Arc::new(PostgresDevices::new(pool.clone()));
     let keys = Arc::new(KeyCache::new(
         Arc::clone(&devices),

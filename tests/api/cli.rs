@@ -556,3 +556,11 @@ fn a_data_dir_that_is_a_file_is_refused_by_name() {
         "not-a-dir is not a directory",
     );
 }
+
+#[test]
+fn an_unreachable_postgresql_is_named_by_its_setting() {
+    refused_serve(
+        &["--postgres-url", "postgres://postgres@127.0.0.1:9/airq"],
+        "AIRQ_POSTGRES_URL",
+    );
+}
