@@ -8,6 +8,10 @@ use std::sync::Arc;
 use super::record::{self, Entry, Frame};
 use crate::store::StoreError;
 
+/// How far from the size of the last whole frame the next frame is looked for past a damaged
+/// one (a batch's frames differ by their providers' lengths).
+const LENGTH_SLACK: usize = 64;
+
 /// Bytes read from a segment at a time.
 const READ_BYTES: usize = 1024 * 1024;
 
@@ -112,6 +116,8 @@ pub(super) struct Frames {
     /// Bytes read from `buffer_at` on.
     buffer: Vec<u8>,
     buffer_at: u64,
+    /// The size of the last whole frame read (0 before the first).
+    last_size: usize,
 }
 
 impl Frames {
@@ -121,6 +127,7 @@ impl Frames {
             offset,
             buffer: Vec::new(),
             buffer_at: offset,
+            last_size: 0,
         }
     }
 
@@ -140,6 +147,7 @@ impl Frames {
                 Frame::Whole(length) => {
                     let entry = record::decode(record::body(&bytes[..length]))?;
                     self.offset += length as u64;
+                    self.last_size = length;
                     return Ok(Some(entry));
                 }
                 Frame::End if fresh => return Ok(None),
@@ -153,29 +161,57 @@ impl Frames {
         }
     }
 
-    /// Where its entries ended (after [`Self::next`] said so), if what stands there is a frame
-    /// whose checksum fails but whose length leads to whole frames of this segment: the offset
-    /// and how many such frames follow, which a scan does not read. Stale frames of a reused
-    /// file's earlier number, zeros, or a frame cut off at the end of the file give `None`.
+    /// Where its entries ended (after [`Self::next`] said so), if what stands there is a
+    /// damaged frame with whole frames of this segment after it: the offset and how many such
+    /// frames follow, which a scan does not read. The next frame is looked for where the damaged
+    /// one's length says, and, in case the length itself is what was damaged, where a frame
+    /// within [`LENGTH_SLACK`] bytes of the size of the last whole one would end. Stale frames of
+    /// a reused file's earlier number, zeros, or a frame cut off at the end of the file give
+    /// `None`.
     pub(super) fn damage(
         &self,
         file: &File,
         path: &Path,
     ) -> Result<Option<(u64, usize)>, StoreError> {
-        let mut header = [0u8; record::HEADER];
-        if file.read_exact_at(&mut header, self.offset).is_err() {
+        let mut head = vec![0u8; record::HEADER + record::MAX_BODY + 2 * record::HEADER];
+        let mut read = 0;
+        while read < head.len() {
+            match file.read_at(&mut head[read..], self.offset + read as u64) {
+                Ok(0) => break,
+                Ok(count) => read += count,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => {
+                    return Err(StoreError::File {
+                        path: path.to_owned(),
+                        source,
+                    })
+                }
+            }
+        }
+        head.truncate(read);
+        let Some(header) = head.get(..record::HEADER) else {
             return Ok(None);
+        };
+        let stated = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let guessed = self.last_size.saturating_sub(LENGTH_SLACK)..=self.last_size + LENGTH_SLACK;
+        let candidates = std::iter::once(record::HEADER.saturating_add(stated))
+            .chain(guessed.filter(|_| self.last_size > 0))
+            .filter(|size| *size > record::HEADER && *size <= record::HEADER + record::MAX_BODY);
+        for size in candidates {
+            let whole = head
+                .get(size..)
+                .is_some_and(|rest| matches!(record::frame(rest, self.number), Frame::Whole(_)));
+            if !whole {
+                continue;
+            }
+            let mut after = Self::new(self.number, self.offset + size as u64);
+            let mut count = 0;
+            while after.next(file, path)?.is_some() {
+                count += 1;
+            }
+            return Ok(Some((self.offset, count)));
         }
-        let length = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-        if length == 0 || length > record::MAX_BODY {
-            return Ok(None);
-        }
-        let mut after = Self::new(self.number, self.offset + (record::HEADER + length) as u64);
-        let mut count = 0;
-        while after.next(file, path)?.is_some() {
-            count += 1;
-        }
-        Ok((count > 0).then_some((self.offset, count)))
+        Ok(None)
     }
 
     /// Reads at least `needed` bytes (more when there are) from the next frame on; `false` when
@@ -263,6 +299,13 @@ mod tests {
         }
         let intact = bytes.clone();
         bytes[starts[4] + record::HEADER + 3] ^= 0x40;
+        assert_eq!(
+            scanned(&bytes),
+            ((1..=4).collect(), Some((starts[4] as u64, 5)))
+        );
+        // Its length field damaged instead of its body.
+        let mut bytes = intact.clone();
+        bytes[starts[4]] ^= 0x01;
         assert_eq!(
             scanned(&bytes),
             ((1..=4).collect(), Some((starts[4] as u64, 5)))
