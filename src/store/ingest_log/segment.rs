@@ -173,22 +173,14 @@ impl Frames {
         file: &File,
         path: &Path,
     ) -> Result<Option<(u64, usize)>, StoreError> {
-        let mut head = vec![0u8; record::HEADER + record::MAX_BODY + 2 * record::HEADER];
-        let mut read = 0;
-        while read < head.len() {
-            match file.read_at(&mut head[read..], self.offset + read as u64) {
-                Ok(0) => break,
-                Ok(count) => read += count,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(StoreError::File {
-                        path: path.to_owned(),
-                        source,
-                    })
-                }
-            }
-        }
-        head.truncate(read);
+        let mut head = Vec::new();
+        read_up_to(
+            file,
+            path,
+            self.offset,
+            &mut head,
+            record::HEADER + record::MAX_BODY + 2 * record::HEADER,
+        )?;
         let Some(header) = head.get(..record::HEADER) else {
             return Ok(None);
         };
@@ -217,27 +209,44 @@ impl Frames {
     /// Reads at least `needed` bytes (more when there are) from the next frame on; `false` when
     /// the file holds fewer.
     fn fill(&mut self, file: &File, path: &Path, needed: usize) -> Result<bool, StoreError> {
-        let wanted = needed.max(READ_BYTES);
-        self.buffer.clear();
-        self.buffer.resize(wanted, 0);
         self.buffer_at = self.offset;
-        let mut read = 0;
-        while read < wanted {
-            match file.read_at(&mut self.buffer[read..], self.offset + read as u64) {
-                Ok(0) => break,
-                Ok(count) => read += count,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
-                    return Err(StoreError::File {
-                        path: path.to_owned(),
-                        source,
-                    })
-                }
+        read_up_to(
+            file,
+            path,
+            self.offset,
+            &mut self.buffer,
+            needed.max(READ_BYTES),
+        )?;
+        Ok(self.buffer.len() >= needed)
+    }
+}
+
+/// Fills `buffer` with up to `wanted` bytes of `file` from `at` on (fewer where the file ends).
+fn read_up_to(
+    file: &File,
+    path: &Path,
+    at: u64,
+    buffer: &mut Vec<u8>,
+    wanted: usize,
+) -> Result<(), StoreError> {
+    buffer.clear();
+    buffer.resize(wanted, 0);
+    let mut read = 0;
+    while read < wanted {
+        match file.read_at(&mut buffer[read..], at + read as u64) {
+            Ok(0) => break,
+            Ok(count) => read += count,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(source) => {
+                return Err(StoreError::File {
+                    path: path.to_owned(),
+                    source,
+                })
             }
         }
-        self.buffer.truncate(read);
-        Ok(read >= needed)
     }
+    buffer.truncate(read);
+    Ok(())
 }
 
 #[cfg(test)]
