@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
 use super::ingest_log::IngestLog;
@@ -262,6 +263,11 @@ fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
+    // A clean close would checkpoint the WAL and delete it and its `-shm` file; a start must then
+    // create both again, which a full disk refuses (SQLite's `xShmMap` fails), so a server
+    // stopped cleanly on a full disk could not start to serve what it holds. The checkpointer
+    // copies the WAL back before the process ends; the files stay for the next start.
+    connection.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     rusqlite::vtab::array::load_module(&connection)?;
     packed_sums::register(&connection)?;
     Ok(connection)
