@@ -5,7 +5,10 @@
 //! chain under that id.
 
 use bytes::Bytes;
-use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::header::{
+    HeaderValue, ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, RETRY_AFTER, VARY,
+    WWW_AUTHENTICATE,
+};
 use hyper::StatusCode;
 use serde::Serialize;
 
@@ -102,6 +105,12 @@ pub enum ApiError {
     /// No such resource for this caller.
     #[error("not found: {0}")]
     NotFound(&'static str),
+    /// No such resource behind a page's URL, for a client that did not ask for HTML (a browser
+    /// gets the page's own 404): the problem of [`Self::NotFound`], plus `Vary: Accept` (the
+    /// same URL answers HTML to a browser, so a shared cache must keep the two apart) and
+    /// `Cache-Control: no-cache` (the device may be made public at any time).
+    #[error("not found: {0}")]
+    PageNotFound(&'static str),
     /// A store failed.
     #[error("store failure")]
     Store(#[from] StoreError),
@@ -278,6 +287,11 @@ impl ApiError {
                 )
             }
             Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
+            Self::PageNotFound(what) => {
+                headers.push((VARY, HeaderValue::from_static("Accept")));
+                headers.push((CACHE_CONTROL, HeaderValue::from_static("no-cache")));
+                (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned())
+            }
             Self::WritesFailing => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 BLANK_TYPE,

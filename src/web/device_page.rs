@@ -51,12 +51,10 @@ pub struct DeviceData {
 /// `GET /devices/{id}`.
 pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let Ok(id) = DeviceUuid::parse_path(id) else {
-        return not_found::answer(request.headers(), request.uri().path(), NOT_PUBLIC);
+        return not_found::answer(request.headers(), NOT_PUBLIC);
     };
     let device = match public_device(state, id).await {
-        Err(ApiError::NotFound(_)) => {
-            return not_found::answer(request.headers(), request.uri().path(), NOT_PUBLIC)
-        }
+        Err(ApiError::NotFound(_)) => return not_found::answer(request.headers(), NOT_PUBLIC),
         found => found?,
     };
     let now = state.clock.now();

@@ -2,7 +2,7 @@
 //!
 //! A browser (its `Accept` prefers `text/html`) that follows a link to a device that is not
 //! public, or not there, gets a readable 404 page with a way back to the map; any other client
-//! gets the usual RFC 9457 problem (the members [`ApiError::NotFound`] has everywhere else).
+//! gets the usual RFC 9457 problem ([`ApiError::PageNotFound`], rendered where every problem is).
 //! Unknown and private devices get the very same answer, as on the public API routes.
 
 use bytes::Bytes;
@@ -11,36 +11,23 @@ use hyper::{HeaderMap, StatusCode};
 use maud::html;
 
 use super::layout::{self, Chrome, HTML};
-use crate::http::error::{ApiError, BLANK_TYPE};
+use crate::http::error::ApiError;
 use crate::http::{negotiate, respond, Response};
 
 /// What a page's 404 can be, the server's preference first.
 const FORMATS: &[&str] = &["application/problem+json", "text/html"];
 
-/// The 404 of a page at `instance` (the request path): the HTML page when the request prefers
-/// HTML, else the problem [`ApiError::NotFound`] would be, with `detail`.
+/// The 404 of a page: the HTML page when the request prefers HTML, else
+/// [`ApiError::PageNotFound`] with `detail`.
 ///
 /// Both carry `Vary: Accept` (which of the two a client gets depends on its `Accept`, so a
 /// shared cache must not hand a browser's page to a program or the other way round) and
 /// `Cache-Control: no-cache` (a 404 is heuristically cacheable, but the device may be made
 /// public at any time; the page's 200 says the same).
-pub fn answer(
-    request_headers: &HeaderMap,
-    instance: &str,
-    detail: &'static str,
-) -> Result<Response, ApiError> {
-    let mut response = if FORMATS[negotiate::preferred(request_headers, FORMATS)] == "text/html" {
-        page(detail)
-    } else {
-        problem(instance, detail)?
-    };
-    let headers = response.headers_mut();
-    headers.insert(VARY, HeaderValue::from_static("Accept"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
-}
-
-fn page(detail: &'static str) -> Response {
+pub fn answer(request_headers: &HeaderMap, detail: &'static str) -> Result<Response, ApiError> {
+    if FORMATS[negotiate::preferred(request_headers, FORMATS)] != "text/html" {
+        return Err(ApiError::PageNotFound(detail));
+    }
     let page = layout::document(
         "Not found · airq",
         Chrome::Full,
@@ -55,28 +42,11 @@ fn page(detail: &'static str) -> Response {
     );
     let mut response =
         respond::with_body(StatusCode::NOT_FOUND, HTML, Bytes::from(page.into_string()));
-    response
-        .headers_mut()
-        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
-}
-
-/// The RFC 9457 problem of a 404, written here rather than by the server's error path so that
-/// it can carry the headers above; its members are those of every other 404 problem.
-fn problem(instance: &str, detail: &'static str) -> Result<Response, ApiError> {
-    let body = serde_json::to_vec(&serde_json::json!({
-        "type": BLANK_TYPE,
-        "title": "Not Found",
-        "status": StatusCode::NOT_FOUND.as_u16(),
-        "detail": detail,
-        "instance": instance,
-        "errors": [],
-    }))?;
-    Ok(respond::with_body(
-        StatusCode::NOT_FOUND,
-        "application/problem+json",
-        Bytes::from(body),
-    ))
+    let headers = response.headers_mut();
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(VARY, HeaderValue::from_static("Accept"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
 }
 
 #[cfg(test)]
@@ -95,8 +65,7 @@ mod tests {
     fn browsers_get_a_page() {
         let browser =
             with_accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8");
-        let response =
-            answer(&browser, "/devices/x", "no public device with this id").expect("a page");
+        let response = answer(&browser, "no public device with this id").expect("a page");
         assert_eq!(response.status(), StatusCode::NOT_FOUND);
         assert_eq!(response.headers()["content-type"], HTML);
         assert_eq!(response.headers()["vary"], "Accept");
@@ -110,14 +79,10 @@ mod tests {
             with_accept("application/json"),
             with_accept("*/*"),
         ] {
-            let response = answer(&headers, "/devices/x", "x").expect("a problem");
-            assert_eq!(response.status(), StatusCode::NOT_FOUND);
-            assert_eq!(
-                response.headers()["content-type"],
-                "application/problem+json"
-            );
-            assert_eq!(response.headers()["vary"], "Accept");
-            assert_eq!(response.headers()["cache-control"], "no-cache");
+            assert!(matches!(
+                answer(&headers, "x"),
+                Err(ApiError::PageNotFound("x"))
+            ));
         }
     }
 }
