@@ -150,17 +150,11 @@ pub fn local_midnight(date: NaiveDate, tz: Tz) -> DateTime<Utc> {
 }
 
 /// The start of the local hour containing `at`: its :00 as the zone's clocks show it, or the
-/// zone's last change of offset after that, when one falls inside the hour (on the day Lord Howe
+/// zone's change of offset after that, when one falls inside the hour (on the day Lord Howe
 /// Island moves its clocks from 02:00 to 02:30, the hour of 02:45 starts at 02:30).
 fn floor_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
-    let local = at.with_timezone(&tz);
-    let floor = at
-        - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
-        - TimeDelta::nanoseconds(i64::from(local.nanosecond()));
-    match offset_change(floor, at, tz) {
-        Some(change) => change,
-        None => floor,
-    }
+    let floor = on_the_hour(at, tz);
+    offset_change(floor, at, tz).unwrap_or(floor)
 }
 
 /// The start of the local hour after the one starting at `at` (itself such a start): the next
@@ -168,14 +162,15 @@ fn floor_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
 /// spans two offsets (Berlin's October night has two `02:00` hours; Lord Howe Island's April one
 /// an hour `01:00` of 30 minutes, then `01:30` of 30 more, as its clocks go back by half an hour).
 fn next_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
+    let next = on_the_hour(at, tz) + TimeDelta::hours(1);
+    offset_change(at, next, tz).unwrap_or(next)
+}
+
+/// `at` less the minutes, seconds and fraction the zone's clocks show at it.
+fn on_the_hour(at: DateTime<Utc>, tz: Tz) -> DateTime<Utc> {
     let local = at.with_timezone(&tz);
-    let next = at + TimeDelta::hours(1)
-        - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
-        - TimeDelta::nanoseconds(i64::from(local.nanosecond()));
-    match offset_change(at, next, tz) {
-        Some(change) => change,
-        None => next,
-    }
+    at - TimeDelta::seconds(i64::from(local.minute() * 60 + local.second()))
+        - TimeDelta::nanoseconds(i64::from(local.nanosecond()))
 }
 
 /// The first instant in `(from, to]` at which `tz`'s offset differs from its offset at `from`,
