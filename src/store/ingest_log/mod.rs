@@ -171,17 +171,14 @@ impl IngestLog {
 
     /// Records that `device` was deleted and syncs it: a scan drops its readings logged before,
     /// and those logged after it (uploads in flight at the deletion).
-    /// Answers the highest id logged so far, the last the deletion covers (rows with ids up to
-    /// it may still be syncing).
-    pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<i64, StoreError> {
+    pub(crate) fn forget_device(&self, device: [u8; 16]) -> Result<(), StoreError> {
         let mut state = self.lock();
         let through = state.highest;
         let segment = self.write_one(&mut state, through, |frame, number| {
             record::put_forget(frame, number, device, through)
         })?;
         drop(state);
-        segment.sync_data().map_err(|source| self.failed(source))?;
-        Ok(through)
+        segment.sync_data().map_err(|source| self.failed(source))
     }
 
     /// Makes the ids up to `through` taken (a counter of an earlier log carried over), as the

@@ -326,7 +326,7 @@ impl ReadingStore for SqliteReadings {
         let db = Arc::clone(&self.db);
         self.db
             .write(move |connection| {
-                let logged_through = db.log().forget_device(device)?;
+                db.log().forget_device(device)?;
                 let transaction = connection.transaction()?;
                 transaction
                     .prepare_cached(
@@ -348,8 +348,8 @@ impl ReadingStore for SqliteReadings {
                 transaction.commit()?;
                 // Under the writer lock, which the fold holds too: it takes its rows from memory,
                 // and must find this device's gone from there as a scan of the log would (also
-                // those still syncing, which join the memory later).
-                db.unfolded().forget_device(device, logged_through);
+                // those still syncing or in flight, which join the memory later).
+                db.unfolded().forget_device(device);
                 Ok(())
             })
             .await?;

@@ -38,10 +38,11 @@ use crate::store::StoreError;
 /// a full chunk about 1,700 rows; measured, at most 0.3–0.8 ms per hold).
 const DEVICES_PER_HOLD: usize = 256;
 
-/// How long rows of a deleted device are still turned away. An upload authenticated before the
-/// deletion may be appended after it (its body still arriving, its turn in the queue, retries:
-/// seconds at most); its reading goes with the device, which will never exist again (device ids
-/// are never reused). Past this, the device's entry is dropped so deletions do not pile up.
+/// How long rows of a deleted device are still turned away: rows committed to the log before the
+/// deletion may still be syncing, and an upload authenticated before it may be appended after it
+/// (its body still arriving, its turn in the queue, retries: seconds at most); its reading goes
+/// with the device, which will never exist again (device ids are never reused). Entries older
+/// than this are dropped at the next deletion, so deletions do not pile up.
 const FORGET_WINDOW: Duration = Duration::from_secs(600);
 
 /// The unfolded rows of every device.
@@ -58,18 +59,9 @@ struct Inner {
     folded: i64,
     /// The highest id added so far (rows come in id order).
     added: i64,
-    /// Deleted devices whose rows may still be on their way here: committed to the log before
-    /// the deletion and not synced yet (ids up to `through`), or appended after it by an upload
-    /// that was in flight. Kept until a later id has been added and [`FORGET_WINDOW`] has passed.
-    forgotten: HashMap<[u8; 16], Forgotten>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Forgotten {
-    /// The highest id the log held when the deletion was logged.
-    through: i64,
-    /// When the deletion was logged.
-    at: Instant,
+    /// Deleted devices whose rows may still be on their way here ([`FORGET_WINDOW`]), with when
+    /// their deletion was logged.
+    forgotten: HashMap<[u8; 16], Instant>,
 }
 
 impl Unfolded {
@@ -83,8 +75,9 @@ impl Unfolded {
     }
 
     /// Adds durable rows (in id order), except those of a deleted device (appended before its
-    /// deletion and synced after it, or appended after it by an upload in flight). Rows passed already shared are not allocated under the lock (the sink shares
-    /// them on the batch writer's thread, before the sync).
+    /// deletion and synced after it, or appended after it by an upload in flight). Rows passed
+    /// already shared are not allocated under the lock (the sink shares them on the batch
+    /// writer's thread, before the sync).
     pub(super) fn add<R: Into<Arc<LoggedRow>>>(&self, rows: impl IntoIterator<Item = R>) {
         let mut inner = self.write();
         let inner = &mut *inner;
@@ -99,10 +92,6 @@ impl Unfolded {
             }
             inner.by_device.entry(row.device).or_default().push(row);
         }
-        let added = inner.added;
-        inner.forgotten.retain(|_, forgotten| {
-            forgotten.through > added || forgotten.at.elapsed() < FORGET_WINDOW
-        });
     }
 
     /// Forgets the rows of `devices` up to `folded`, which the fold has just committed. Between
@@ -172,19 +161,15 @@ impl Unfolded {
         chunk
     }
 
-    /// Forgets every row of a deleted device, also those with ids up to `through` (the highest
-    /// id the log held when the deletion was logged) that are added later: they were appended
-    /// before that deletion and synced after it.
-    pub(crate) fn forget_device(&self, device: [u8; 16], through: i64) {
+    /// Forgets every row of a deleted device, also those that are added later: synced after
+    /// its deletion, or appended after it by an upload in flight (for [`FORGET_WINDOW`]).
+    pub(crate) fn forget_device(&self, device: [u8; 16]) {
         let mut inner = self.write();
         inner.by_device.remove(&device);
-        inner.forgotten.insert(
-            device,
-            Forgotten {
-                through,
-                at: Instant::now(),
-            },
-        );
+        inner
+            .forgotten
+            .retain(|_, deleted| deleted.elapsed() < FORGET_WINDOW);
+        inner.forgotten.insert(device, Instant::now());
     }
 
     /// The unfolded rows of `devices` as of `connection`'s read transaction (whose first read
@@ -290,7 +275,7 @@ mod tests {
         let unfolded = Unfolded::default();
         unfolded.add((1..=100).map(|id| row(id, 1)));
         unfolded.add([row(101, 2), row(102, 2)]);
-        unfolded.forget_device([1; 16], 102);
+        unfolded.forget_device([1; 16]);
         assert_eq!(ids(&unfolded.chunk(0, 102, 10)), vec![101, 102]);
     }
 
@@ -298,8 +283,8 @@ mod tests {
     fn rows_of_a_deleted_device_committed_before_its_deletion_and_synced_after_stay_out() {
         let unfolded = Unfolded::default();
         unfolded.add([row(1, 1), row(2, 2)]);
-        // The log held ids up to 4 when the device's rows left it; 3 and 4 were still syncing.
-        unfolded.forget_device([1; 16], 4);
+        // 3 was still syncing when the device's rows left.
+        unfolded.forget_device([1; 16]);
         unfolded.add([row(3, 1), row(4, 2)]);
         assert_eq!(ids(&unfolded.chunk(0, 4, 10)), vec![2, 4]);
     }
@@ -308,7 +293,7 @@ mod tests {
     fn rows_of_a_deleted_device_appended_after_its_deletion_stay_out_too() {
         let unfolded = Unfolded::default();
         unfolded.add([row(1, 1), row(2, 2)]);
-        unfolded.forget_device([1; 16], 2);
+        unfolded.forget_device([1; 16]);
         // An upload of the device that was in flight when it was deleted.
         unfolded.add([row(3, 1), row(4, 2)]);
         unfolded.add([row(5, 1)]);
