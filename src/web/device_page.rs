@@ -125,10 +125,10 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
                     // Each link covers exactly the span of the chart of the same name: the
                     // 24 whole hours up to the end of this hour, the 30 UTC days up to the end
                     // of today.
-                    @if let Some((start, end)) = span(&data.day.0) {
+                    @if let Some((start, end)) = data.day.0.span() {
                         a href=(export_link(device.id, start, end)) title=(range_title(start, end)) download { "last 24 hours" }
                     }
-                    @if let Some((start, end)) = span(&data.month.0) {
+                    @if let Some((start, end)) = data.month.0.span() {
                         a href=(export_link(device.id, start, end)) title=(range_title(start, end)) download { "last 30 days" }
                     }
                     @let (start, end) = last_days(data.now, 366);
@@ -221,11 +221,6 @@ fn chart(
         label_every,
     }
     .render()
-}
-
-/// The span a chart covers: from its first bucket's start to its last bucket's end.
-fn span(plan: &BucketPlan) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
-    Some((plan.buckets.first()?.start, plan.buckets.last()?.end))
 }
 
 /// The `days` UTC days up to the end of today, as the 30-day chart counts days.
@@ -358,7 +353,7 @@ mod tests {
         let page = data("Garden", DeviceFlags::default());
         let id = page.device.id.as_uuid();
         let link = |plan: &BucketPlan| {
-            let (start, end) = span(plan).expect("buckets");
+            let (start, end) = plan.span().expect("buckets");
             export_link(page.device.id, start, end)
         };
         // At 14:05: the 24 hours 15:00 yesterday to 15:00 today, the 30 days up to tomorrow.
