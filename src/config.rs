@@ -34,6 +34,53 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+impl Cli {
+    /// Parses the command line and the `AIRQ_*` variables, or exits with clap's message.
+    ///
+    /// clap names a bad value by its flag even when it came from the environment, where a
+    /// container's operator set a variable and passed no flag; the message then also names
+    /// the variable, so the fix is found where the value was set.
+    pub fn parse_or_exit() -> Self {
+        use clap::CommandFactory as _;
+        Self::try_parse().unwrap_or_else(|mut error| {
+            if let Some(variable) = variable_behind(&error, &Self::command()) {
+                error.insert(
+                    clap::error::ContextKind::Suggested,
+                    clap::error::ContextValue::StyledStrs(vec![format!(
+                        "the value came from the environment variable {variable}"
+                    )
+                    .into()]),
+                );
+            }
+            error.exit()
+        })
+    }
+}
+
+/// The environment variable a bad value of `error` came from: the one its argument reads, when
+/// that variable is set and the argument's flag is not on the command line.
+fn variable_behind(error: &clap::Error, command: &clap::Command) -> Option<String> {
+    let clap::error::ContextValue::String(invalid) =
+        error.get(clap::error::ContextKind::InvalidArg)?
+    else {
+        return None;
+    };
+    let flag = invalid.split_whitespace().next()?;
+    let long = flag.strip_prefix("--")?;
+    let variable = std::iter::once(command)
+        .chain(command.get_subcommands())
+        .flat_map(clap::Command::get_arguments)
+        .find(|argument| argument.get_long() == Some(long))?
+        .get_env()?
+        .to_str()?
+        .to_owned();
+    let on_command_line = std::env::args_os().skip(1).any(|word| {
+        word.to_str()
+            .is_some_and(|word| word == flag || word.starts_with(&format!("{flag}=")))
+    });
+    (std::env::var_os(&variable).is_some() && !on_command_line).then_some(variable)
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {

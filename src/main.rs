@@ -3,8 +3,6 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser as _;
-
 use airq::auth::LocalIssuer;
 use airq::clock::SystemClock;
 use airq::config::{Cli, Command, Config, ServeArgs, TokenArgs};
@@ -17,7 +15,7 @@ use airq::Application;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_or_exit();
     let outcome = match cli.command {
         Some(Command::Token(args)) => token(&args),
         Some(Command::Serve(args)) => serve(*args),

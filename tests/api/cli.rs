@@ -564,3 +564,42 @@ fn an_unreachable_postgresql_is_named_by_its_setting() {
         "AIRQ_POSTGRES_URL",
     );
 }
+
+#[test]
+fn a_bad_value_from_a_variable_names_the_variable() {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let mut command = airq(dir.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    command.env("AIRQ_FOLD_INTERVAL_MS", "0");
+    let output = run(command);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--fold-interval-ms")
+            && stderr
+                .contains("the value came from the environment variable AIRQ_FOLD_INTERVAL_MS"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_value_of_a_flag_does_not_blame_its_variable() {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let mut command = airq(
+        dir.path(),
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--fold-interval-ms",
+            "0",
+        ],
+    );
+    command.env("AIRQ_FOLD_INTERVAL_MS", "2000");
+    let output = run(command);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--fold-interval-ms") && !stderr.contains("environment variable"),
+        "{stderr}"
+    );
+}
