@@ -75,6 +75,8 @@ mod web_pages;
 mod cross_process;
 #[cfg(airq_test_postgres)]
 mod stalled_database;
+#[cfg(airq_test_postgres)]
+mod start;
 
 #[cfg(not(airq_test_postgres))]
 #[test]

@@ -87,14 +87,16 @@ impl Drop for TestTable {
 }
 
 /// A PostgreSQL schema of one test, dropped with it.
-struct TestSchema {
+pub struct TestSchema {
     base_url: String,
     name: String,
-    url: String,
+    /// The test database's URL with this schema as its search path.
+    pub url: String,
 }
 
 impl TestSchema {
-    async fn create() -> Self {
+    /// Creates a schema of its own in the database `AIRQ_TEST_POSTGRES_URL` names.
+    pub async fn create() -> Self {
         let base_url = std::env::var("AIRQ_TEST_POSTGRES_URL")
             .expect("AIRQ_TEST_POSTGRES_URL is set for the postgres pair");
         let name = format!("airq_test_{}", uuid::Uuid::new_v4().simple());
