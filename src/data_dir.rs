@@ -4,10 +4,14 @@
 //! `airq.db`, the receipt ids) assumes a single writer. A second server on the same directory
 //! numbered its receipts from the same counter and overwrote the first one's log segments, so
 //! about half of what both acknowledged was gone after a restart. The lock is an advisory
-//! exclusive lock (`flock`) on `airq.lock`, taken before anything else is opened and held for the
-//! life of the process; the kernel releases it when the process ends, `kill -9` included, so a
-//! crash never leaves a stale lock behind. `airq token` does not take it: it only reads the
-//! issuer's secret, which a running server never changes.
+//! exclusive lock (`flock`) on the directory itself, taken before anything else is opened and
+//! held for the life of the process; the kernel releases it when the process ends, `kill -9`
+//! included, so a crash never leaves a stale lock behind. It is the directory's, not a file's
+//! inside it: a lock file can be deleted while its server runs (an age-based cleaner under
+//! `/tmp` removes an empty file nobody writes), and the next server then locked a new file of
+//! the same name and ran beside the first. `airq.lock` is locked too, as servers before this one
+//! locked only it, so neither kind starts beside the other. `airq token` takes no lock: it only
+//! reads the issuer's secret, which a running server never changes.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -17,7 +21,7 @@ use std::path::{Path, PathBuf};
 pub enum DataDirError {
     /// Another process holds the lock.
     #[error(
-        "{0} is in use by another airq process (it holds the lock on airq.lock); \
+        "{0} is in use by another airq process (it holds the data directory's lock); \
          each server needs a data directory of its own"
     )]
     InUse(PathBuf),
@@ -35,14 +39,15 @@ pub enum DataDirError {
     },
 }
 
-/// The held lock; released when dropped (or when the process ends).
+/// The held locks; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct DataDirLock {
+    _directory: File,
     _file: File,
 }
 
 impl DataDirLock {
-    /// The lock file's name inside the data directory.
+    /// The lock file's name inside the data directory, which earlier servers locked.
     pub const FILE: &'static str = "airq.lock";
 
     /// Creates `data_dir` if missing and takes its lock, or says who has it.
@@ -55,18 +60,31 @@ impl DataDirLock {
             return Err(DataDirError::NotADirectory(data_dir.to_owned()));
         }
         std::fs::create_dir_all(data_dir).map_err(io)?;
+        let directory = File::open(data_dir).map_err(io)?;
+        exclusive(&directory, data_dir)?;
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(data_dir.join(Self::FILE))
             .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file }),
-            Err(TryLockError::WouldBlock) => Err(DataDirError::InUse(data_dir.to_owned())),
-            Err(TryLockError::Error(source)) => Err(io(source)),
-        }
+        exclusive(&file, data_dir)?;
+        Ok(Self {
+            _directory: directory,
+            _file: file,
+        })
     }
+}
+
+/// Takes `file`'s exclusive lock without waiting, or says that the data directory is in use.
+fn exclusive(file: &File, data_dir: &Path) -> Result<(), DataDirError> {
+    file.try_lock().map_err(|error| match error {
+        TryLockError::WouldBlock => DataDirError::InUse(data_dir.to_owned()),
+        TryLockError::Error(source) => DataDirError::Io {
+            path: data_dir.to_owned(),
+            source,
+        },
+    })
 }
 
 #[cfg(test)]
@@ -84,5 +102,34 @@ mod tests {
         ));
         drop(first);
         assert!(DataDirLock::acquire(dir.path()).is_ok());
+    }
+
+    #[test]
+    fn the_directory_stays_locked_when_its_lock_file_is_deleted() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let first = DataDirLock::acquire(dir.path());
+        assert!(first.is_ok());
+        std::fs::remove_file(dir.path().join(DataDirLock::FILE))
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(matches!(
+            DataDirLock::acquire(dir.path()),
+            Err(DataDirError::InUse(_))
+        ));
+    }
+
+    #[test]
+    fn a_lock_file_held_by_an_earlier_server_keeps_the_directory_in_use() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let earlier = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.path().join(DataDirLock::FILE))
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert!(earlier.try_lock().is_ok());
+        assert!(matches!(
+            DataDirLock::acquire(dir.path()),
+            Err(DataDirError::InUse(_))
+        ));
     }
 }
