@@ -492,6 +492,50 @@ async fn an_over_long_path_is_414_before_credentials_are_looked_at() {
     problem(response, 414).await;
 }
 
+#[tokio::test]
+async fn pages_badges_and_preflights_answer_an_over_long_target_with_a_414_problem() {
+    let app = TestApp::spawn().await;
+    let device = app
+        .register("alice", json!({ "name": "Roof", "is_public": true }))
+        .await;
+    let id = device["id"].as_str().expect("an id");
+    let pad = "a".repeat(8 * 1024);
+    let public = |path: String| format!("{}/api/v1/public{path}?pad={pad}", app.base);
+    let requests = [
+        (reqwest::Method::GET, format!("{}/map?pad={pad}", app.base)),
+        (
+            reqwest::Method::GET,
+            format!("{}/devices/{id}?pad={pad}", app.base),
+        ),
+        (
+            reqwest::Method::GET,
+            public(format!("/devices/{id}/badge.svg")),
+        ),
+        (
+            reqwest::Method::OPTIONS,
+            public(format!("/devices/{id}/badge.svg")),
+        ),
+        (reqwest::Method::OPTIONS, public(format!("/devices/{id}"))),
+        (reqwest::Method::OPTIONS, public("/map/devices".to_owned())),
+        (
+            reqwest::Method::OPTIONS,
+            format!("{}/api/v1/openapi.json?pad={pad}", app.base),
+        ),
+    ];
+    for (method, url) in requests {
+        let response = app
+            .client
+            .request(method, url)
+            .header("Origin", "https://widget.example")
+            .header("Access-Control-Request-Method", "GET")
+            .send()
+            .await
+            .expect("request sent");
+        let problem = problem(response, 414).await;
+        assert_eq!(problem["title"], "URI Too Long");
+    }
+}
+
 /// Sends `head` (a request head with its blank line) and reads the answer and what follows.
 async fn raw_exchange(app: &TestApp, head: &str) -> (RawResponse, bool) {
     let mut stream = connect(app).await;
