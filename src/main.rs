@@ -50,8 +50,24 @@ fn serve(args: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
-/// Completes on Ctrl-C or SIGTERM.
+/// Completes on the first Ctrl-C or SIGTERM, which starts the drain. A second one during the
+/// drain ends the process at once (exit code 1): an operator who does not want to wait for slow
+/// clients need not reach for `kill -9`, and loses nothing by it, since every acknowledged
+/// reading is already durable and what is not folded yet is folded at the next start.
 async fn shutdown_signal() {
+    stop_signal().await;
+    tracing::info!(
+        "stopping: finishing the requests in flight (a second Ctrl-C or SIGTERM exits at once)"
+    );
+    tokio::spawn(async {
+        stop_signal().await;
+        tracing::warn!("a second stop signal: exiting without finishing the drain");
+        std::process::exit(1);
+    });
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn stop_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -1,7 +1,6 @@
 //! The CLI: `airq token OWNER` (a bearer token from the data dir's local issuer, alone on stdout),
 //! flags `airq serve` refuses, and `airq healthcheck` (exit 0 only when `/readyz` answers 200).
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,19 +8,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::common::process::airq;
 use crate::common::TestApp;
-
-/// `airq ARGS` with no `AIRQ_*` variable inherited, run in `cwd`.
-fn airq(cwd: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_airq"));
-    command.args(args).current_dir(cwd);
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("AIRQ_") {
-            command.env_remove(name);
-        }
-    }
-    command
-}
 
 fn run(mut command: Command) -> Output {
     command.output().expect("airq runs")

@@ -37,6 +37,7 @@ mod public;
 mod rate_limits;
 mod routes;
 mod sqlite_readings;
+mod stop;
 mod unfolded;
 mod upload;
 mod web_badge;
