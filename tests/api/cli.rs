@@ -505,9 +505,8 @@ async fn healthcheck_refuses_port_0() {
     assert_unhealthy(&output, "port 0");
 }
 
-#[tokio::test]
-async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
-    let app = TestApp::spawn().await;
+/// A second server on `app`'s data dir must refuse to start; that data dir.
+fn refused_beside(app: &TestApp) -> String {
     let data_dir = app
         .data_dir
         .path()
@@ -518,6 +517,13 @@ async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
         &["--data-dir", &data_dir],
         "is in use by another airq process",
     );
+    data_dir
+}
+
+#[tokio::test]
+async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
+    let app = TestApp::spawn().await;
+    let data_dir = refused_beside(&app);
     let token = run(airq(
         app.data_dir.path(),
         &["token", "alice", "--data-dir", &data_dir],
@@ -530,16 +536,7 @@ async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
 async fn a_data_dir_in_use_stays_refused_when_its_lock_file_is_deleted() {
     let app = TestApp::spawn().await;
     std::fs::remove_file(app.data_dir.path().join("airq.lock")).expect("the lock file is deleted");
-    let data_dir = app
-        .data_dir
-        .path()
-        .to_str()
-        .expect("a UTF-8 path")
-        .to_owned();
-    refused_serve(
-        &["--data-dir", &data_dir],
-        "is in use by another airq process",
-    );
+    refused_beside(&app);
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
 
