@@ -90,7 +90,7 @@ impl IngestLog {
     pub const DIR: &'static str = "ingest";
 
     /// Opens (creating when missing) the log in `data_dir`, hands `each` every entry it holds,
-    /// oldest first, and starts a new segment for appends, the next once `segment_bytes` are
+    /// oldest first (but the readings of a device logged after its deletion), and starts a new segment for appends, the next once `segment_bytes` are
     /// written to it.
     pub fn open(
         data_dir: &Path,
@@ -357,21 +357,13 @@ fn discard_after(segment: &Segment, position: u64) {
 pub fn unconsumed(data_dir: &Path) -> Result<(Vec<StoredReading>, i64), StoreError> {
     let dir = data_dir.join(IngestLog::DIR);
     let mut readings: Vec<StoredReading> = Vec::new();
-    let mut forgotten = std::collections::HashSet::new();
     let mut consumed = 0;
     if dir.exists() {
         scan(segment::list(&dir)?.segments, |entry| match entry {
-            Entry::Reading { stored, .. } => {
-                if !forgotten.contains(stored.device.as_uuid().as_bytes()) {
-                    readings.push(stored);
-                }
-            }
-            Entry::Forget { device, through } => {
-                readings.retain(|stored| {
-                    stored.device.as_uuid().as_bytes() != &device || record::id_of(stored) > through
-                });
-                forgotten.insert(device);
-            }
+            Entry::Reading { stored, .. } => readings.push(stored),
+            Entry::Forget { device, through } => readings.retain(|stored| {
+                stored.device.as_uuid().as_bytes() != &device || record::id_of(stored) > through
+            }),
             Entry::Consumed { through } => {
                 consumed = consumed.max(through);
                 readings.retain(|stored| record::id_of(stored) > through);
@@ -391,13 +383,16 @@ struct Scanned {
     highest: i64,
 }
 
-/// Reads every segment listed (by number, in order) to the end of its entries.
+/// Reads every segment listed (by number, in order) to the end of its entries, and hands `each`
+/// every entry but the readings of a device logged after its deletion (uploads that were in
+/// flight when it was deleted): they go with the device, for every reader of the log alike.
 fn scan(listed: Vec<(u64, PathBuf)>, mut each: impl FnMut(Entry)) -> Result<Scanned, StoreError> {
     let mut scanned = Scanned {
         segments: VecDeque::with_capacity(listed.len()),
         empty: Vec::new(),
         highest: 0,
     };
+    let mut forgotten = std::collections::HashSet::new();
     for (number, path) in listed {
         // Read only (a check beside the server must not create a segment the server just
         // dropped); the server appends only to segments it starts itself.
@@ -411,6 +406,17 @@ fn scan(listed: Vec<(u64, PathBuf)>, mut each: impl FnMut(Entry)) -> Result<Scan
         while let Some(entry) = frames.next(&file, &path)? {
             entries += 1;
             last_id = last_id.max(entry.id());
+            match &entry {
+                Entry::Forget { device, .. } => {
+                    forgotten.insert(*device);
+                }
+                Entry::Reading { stored, .. }
+                    if forgotten.contains(stored.device.as_uuid().as_bytes()) =>
+                {
+                    continue;
+                }
+                _ => {}
+            }
             each(entry);
         }
         if let Some((at, unread)) = frames.damage(&file, &path)? {

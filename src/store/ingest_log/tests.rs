@@ -265,3 +265,30 @@ fn the_frames_of_a_failed_write_are_cut_and_never_read_back() {
     let (_, entries) = reopened(dir.path(), SEGMENT_BYTES);
     assert_eq!(ids(&entries), [1, 2, 3, 10]);
 }
+
+#[test]
+fn readings_of_a_device_logged_after_its_deletion_are_not_handed_on() {
+    let (dir, log) = opened(SEGMENT_BYTES);
+    let rows = batch(1..=2);
+    append(&log, &rows);
+    let deleted = rows[0].device;
+    log.forget_device(deleted.as_uuid().into_bytes())
+        .unwrap_or_else(|error| panic!("{error}"));
+    // An upload of the deleted device that was in flight at the deletion, beside another's.
+    let mut late = batch(3..=4);
+    late[0].device = deleted;
+    append(&log, &late);
+    log.sync().unwrap_or_else(|error| panic!("{error}"));
+    drop(log);
+
+    let (log, entries) = reopened(dir.path(), SEGMENT_BYTES);
+    assert_eq!(ids(&entries), [1, 2, 4]);
+    assert_eq!(
+        log.highest(),
+        4,
+        "the id it took is still never given again"
+    );
+    let (unconsumed, _) = unconsumed(dir.path()).unwrap_or_else(|error| panic!("{error}"));
+    let unconsumed: Vec<i64> = unconsumed.iter().map(record::id_of).collect();
+    assert_eq!(unconsumed, [2, 4]);
+}

@@ -151,9 +151,6 @@ pub(super) struct Recovery {
     folded: i64,
     providers: Providers,
     rows: Vec<LoggedRow>,
-    /// Devices whose deletion the scan has passed: their later rows (uploads in flight at the
-    /// deletion) go with them.
-    forgotten: std::collections::HashSet<[u8; 16]>,
 }
 
 impl Recovery {
@@ -163,7 +160,6 @@ impl Recovery {
             folded,
             providers: Providers::default(),
             rows: Vec::new(),
-            forgotten: std::collections::HashSet::new(),
         }
     }
 
@@ -176,15 +172,12 @@ impl Recovery {
             } => {
                 if i64::try_from(stored.id.get()).unwrap_or(i64::MAX) > self.folded {
                     let row = LoggedRow::of(&stored, received_at, &mut self.providers);
-                    if !self.forgotten.contains(&row.device) {
-                        self.rows.push(row);
-                    }
+                    self.rows.push(row);
                 }
             }
             Entry::Forget { device, through } => {
                 self.rows
                     .retain(|row| row.device != device || row.id > through);
-                self.forgotten.insert(device);
             }
             // The fold's own watermark, in `airq.db`, is the one that counts.
             Entry::Consumed { .. } => {}
