@@ -291,25 +291,32 @@ async fn the_status_turns_offline_only_after_twenty_minutes_of_silence() {
     assert_eq!(app.data_as("alice", &path).await["status"], "online");
 }
 
-#[tokio::test]
-async fn the_location_is_the_latest_sample_that_carried_one() {
-    let app = TestApp::spawn().await;
+/// A device "Bike" of alice's that reported a location 40 and another 30 minutes before
+/// [`t0`], the app's clock.
+async fn bike_located_twice(app: &TestApp) -> Value {
     app.clock.set(t0());
     let device = app.register_named("alice", "Bike").await;
     report(
-        &app,
+        app,
         &device,
         located(sample(), 1.0, 2.0),
         t0() - minutes(40),
     )
     .await;
     report(
-        &app,
+        app,
         &device,
         located(sample(), 48.137, 11.575),
         t0() - minutes(30),
     )
     .await;
+    device
+}
+
+#[tokio::test]
+async fn the_location_is_the_latest_sample_that_carried_one() {
+    let app = TestApp::spawn().await;
+    let device = bike_located_twice(&app).await;
     report(&app, &device, sample(), t0() - minutes(20)).await;
     report(&app, &device, sample(), t0() - minutes(10)).await;
     // Uploaded last, but measured earlier: it does not become the latest location.
@@ -344,22 +351,7 @@ async fn the_location_is_the_latest_sample_that_carried_one() {
 #[tokio::test]
 async fn a_location_replaced_by_a_reading_without_one_no_longer_counts() {
     let app = TestApp::spawn().await;
-    app.clock.set(t0());
-    let device = app.register_named("alice", "Bike").await;
-    report(
-        &app,
-        &device,
-        located(sample(), 1.0, 2.0),
-        t0() - minutes(40),
-    )
-    .await;
-    report(
-        &app,
-        &device,
-        located(sample(), 48.137, 11.575),
-        t0() - minutes(30),
-    )
-    .await;
+    let device = bike_located_twice(&app).await;
     // The same key again, without a location: the reading it replaces took its location along.
     report(&app, &device, sample(), t0() - minutes(30)).await;
 

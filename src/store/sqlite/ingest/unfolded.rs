@@ -280,21 +280,12 @@ mod tests {
     }
 
     #[test]
-    fn rows_of_a_deleted_device_committed_before_its_deletion_and_synced_after_stay_out() {
-        let unfolded = Unfolded::default();
-        unfolded.add([row(1, 1), row(2, 2)]);
-        // 3 was still syncing when the device's rows left.
-        unfolded.forget_device([1; 16]);
-        unfolded.add([row(3, 1), row(4, 2)]);
-        assert_eq!(ids(&unfolded.chunk(0, 4, 10)), vec![2, 4]);
-    }
-
-    #[test]
-    fn rows_of_a_deleted_device_appended_after_its_deletion_stay_out_too() {
+    fn rows_of_a_deleted_device_added_after_its_deletion_stay_out() {
         let unfolded = Unfolded::default();
         unfolded.add([row(1, 1), row(2, 2)]);
         unfolded.forget_device([1; 16]);
-        // An upload of the device that was in flight when it was deleted.
+        // 3 was committed before the deletion and still syncing; 5 is an upload of the device
+        // that was in flight when it was deleted.
         unfolded.add([row(3, 1), row(4, 2)]);
         unfolded.add([row(5, 1)]);
         assert_eq!(ids(&unfolded.chunk(0, 5, 10)), vec![2, 4]);
