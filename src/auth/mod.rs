@@ -13,10 +13,12 @@
 //! by default: the clock skew tolerated between the identity provider and us; jsonwebtoken's own
 //! default, 60 s, lets an expired token pass for a minute, and it ignores `nbf`); a token is
 //! accepted only with the one algorithm its key is for, so `alg: none` and algorithm confusion (an
-//! HMAC token "signed" with a public key) are refused; configured `iss` and `aud` are enforced.
+//! HMAC token "signed" with a public key) are refused, and so is any token whose header
+//! names critical extensions (`crit`, [`critical`]); configured `iss` and `aud` are enforced.
 //! Tokens are never logged, and only the `Authorization` header is read: credentials in the query
 //! string are ignored.
 
+mod critical;
 pub mod discovery;
 pub mod idp_client;
 pub mod jwks;
@@ -58,6 +60,9 @@ pub enum AuthError {
     /// No key of the identity provider matches the token's `kid`.
     #[error("no key of the identity provider matches the token")]
     UnknownKey,
+    /// The token's header names extensions (`crit`) that must be understood; airq knows none.
+    #[error("the token names critical header extensions, none of which is understood")]
+    CriticalExtension,
     /// The `sub` claim is empty or too long.
     #[error("the token's subject is not a usable owner id")]
     BadSubject,
@@ -149,6 +154,9 @@ impl Authenticator {
 
     /// The owner a bearer token speaks for.
     pub async fn authenticate(&self, token: &str) -> Result<OwnerId, AuthError> {
+        if critical::names_critical_extensions(token) {
+            return Err(AuthError::CriticalExtension);
+        }
         let claims = match &self.verifier {
             Verifier::Hs256 { key, validation } => {
                 jsonwebtoken::decode::<Claims>(token, key, validation)?.claims

@@ -206,6 +206,23 @@ async fn an_alg_none_token_is_401() {
 }
 
 #[tokio::test]
+async fn a_token_naming_critical_header_extensions_is_401() {
+    let app = TestApp::spawn().await;
+    let payload = b64(&serde_json::to_vec(&claims("alice", Some("airq-local"), None)).unwrap());
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &local_secret(&app));
+    let signed = |header: &str| {
+        let header = b64(header.as_bytes());
+        let tag = ring::hmac::sign(&key, format!("{header}.{payload}").as_bytes());
+        format!("{header}.{payload}.{}", b64(tag.as_ref()))
+    };
+    // The same claims and key pass without `crit` (RFC 7515 §4.1.11: an extension the recipient
+    // does not understand makes the token invalid).
+    assert_accepted(list_with(&app, &signed(r#"{"alg":"HS256","typ":"JWT"}"#)).await).await;
+    let critical = r#"{"alg":"HS256","typ":"JWT","crit":["x-airq-unknown"],"x-airq-unknown":true}"#;
+    assert_unauthorized(list_with(&app, &signed(critical)).await).await;
+}
+
+#[tokio::test]
 async fn an_hs256_token_relabelled_as_another_algorithm_is_401() {
     let app = TestApp::spawn().await;
     let valid = app.token("alice");
