@@ -182,9 +182,9 @@ impl ApiError {
                 // read as a request.
                 headers.push((CONNECTION, HeaderValue::from_static("close")));
                 (
-                    StatusCode::NOT_IMPLEMENTED,
+                    StatusCode::BAD_REQUEST,
                     BLANK_TYPE,
-                    "Not Implemented",
+                    "Bad Request",
                     "the only transfer coding understood is `chunked` alone; send the body \
                      with Content-Length, or chunked (Content-Encoding: gzip compresses it)"
                         .to_owned(),

@@ -6,8 +6,8 @@
 //! call a store trait, and render a view ([`views`]). Every failure is an [`error::ApiError`],
 //! which becomes an RFC 9457 problem in exactly one `match`.
 //!
-//! Checks run in the order DESIGN.md fixes, after the request target's length (414, in
-//! [`server`]) and the message's framing (400 for its `Host`, 501 for a transfer coding,
+//! Checks run in the order `docs/api.md` fixes, after the request target's length (414, in
+//! [`server`]) and the message's framing (400 for its `Host` or a transfer coding,
 //! [`framing`]): credentials (401) → path and query (422) → content type (415) → body size (413) →
 //! JSON syntax and nesting (400, [`json_value`]) → validation (422) → existence (404). Rate
 //! limits ([`rate_limit`]) come first on public routes and right after the credentials on
@@ -21,6 +21,7 @@ pub mod connections;
 pub mod cors;
 pub mod error;
 pub mod export_formats;
+pub mod export_slots;
 pub mod framing;
 pub mod json_numbers;
 pub mod json_value;
@@ -33,6 +34,7 @@ pub mod routes;
 pub mod server;
 pub mod state;
 pub mod views;
+pub mod write_deadline;
 
 pub use state::AppState;
 

@@ -594,7 +594,7 @@ async fn an_http_11_request_without_exactly_one_valid_host_is_a_400_problem() {
 }
 
 #[tokio::test]
-async fn a_transfer_coding_other_than_chunked_is_501_and_the_connection_closed() {
+async fn a_transfer_coding_other_than_chunked_is_a_client_400_and_the_connection_closed() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "balcony").await;
     let body = sample().to_string();
@@ -611,11 +611,15 @@ async fn a_transfer_coding_other_than_chunked_is_501_and_the_connection_closed()
             ),
         )
         .await;
-        assert_eq!(response.status, 501, "{coding}");
-        assert_eq!(response.json()["status"], 501);
+        assert_eq!(response.status, 400, "{coding}");
+        assert_eq!(response.json()["status"], 400);
         assert!(closed, "{coding}: the connection is closed");
     }
     assert!(app.stored_ids().await.is_empty(), "nothing was stored");
+    // The client's mistake, not a failure of the server: nothing on the 5xx dashboard panel.
+    let scrape = crate::metrics::Scrape::of(&app).await;
+    assert_eq!(scrape.counter("airq_http_responses", &[("class", "5xx")]), 0.0);
+    assert!(scrape.counter("airq_http_responses", &[("class", "4xx")]) >= 2.0);
 }
 
 // ---------------------------------------------------------------------------------------------

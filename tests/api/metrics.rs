@@ -65,7 +65,7 @@ impl Scrape {
     }
 
     /// The counter series of `name` with `labels`, summed.
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn counter(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         assert_eq!(self.family(name).family_type, OpenMetricsType::Counter);
         self.values(name, labels)
             .map(|value| match value {
