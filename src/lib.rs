@@ -2,7 +2,7 @@
 //!
 //! Owners register devices and receive per-device credentials; devices upload readings; owners
 //! read current and historical air quality; public devices feed a community map. The interface is
-//! fixed by `shared/spec/air-quality-api.md`, the open semantics by `shared/DESIGN.md`.
+//! fixed by `docs/api.md`, the open semantics by its section "Semantics the spec leaves open".
 //!
 //! A request travels `http` (routing, problems, body and credential extraction) → `domain`
 //! (parsing into types whose invalid states cannot be represented) → `store` (the only place that

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-/// The stable problem codes of `errors[].code` (DESIGN.md "Errors").
+/// The stable problem codes of `errors[].code` (`docs/api.md`, "Errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {

@@ -6,7 +6,7 @@
 //! call a store trait, and render a view ([`views`]). Every failure is an [`error::ApiError`],
 //! which becomes an RFC 9457 problem in exactly one `match`.
 //!
-//! Checks run in the order `docs/api.md` fixes, after the request target's length (414, in
+//! Checks run in `docs/api.md`'s "Order of checks", after the request target's length (414, in
 //! [`server`]) and the message's framing (400 for its `Host` or a transfer coding,
 //! [`framing`]): credentials (401) → path and query (422) → content type (415) → body size (413) →
 //! JSON syntax and nesting (400, [`json_value`]) → validation (422) → existence (404). Rate

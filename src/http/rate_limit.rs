@@ -1,4 +1,4 @@
-//! Rate limits (DESIGN.md, "Rate limits"): uploads per device, public reads per client address.
+//! Rate limits (`docs/api.md`, "Rate limits"): uploads per device, public reads per client address.
 //!
 //! - **Uploads** (`POST /data`, `POST /data/batch`; a batch counts once) are limited per
 //!   authenticated device, checked right after its credentials, so a wrong key is a 401 that

@@ -1,4 +1,4 @@
-//! `POST /data/batch`, gzip request bodies and retries that never duplicate (DESIGN.md,
+//! `POST /data/batch`, gzip request bodies and retries that never duplicate (`docs/api.md`,
 //! "Extensions of the second round"), on every backend pair.
 
 use std::io::Write as _;

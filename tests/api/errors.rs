@@ -1,4 +1,4 @@
-//! The error contract: RFC 9457 problems everywhere, in DESIGN.md's order of checks.
+//! The error contract: RFC 9457 problems everywhere, in `docs/api.md`'s "Order of checks".
 
 use bytes::Bytes;
 use reqwest::Method;
