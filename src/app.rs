@@ -19,6 +19,7 @@ use crate::config::Config;
 use crate::data_dir::{DataDirError, DataDirLock};
 use crate::http::cacheable::MapCache;
 use crate::http::connections::ConnectionSettings;
+use crate::http::export_slots::ExportSlots;
 use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
 use crate::metrics::{CacheName, ServerMetrics};
@@ -182,6 +183,7 @@ impl Application {
             map,
             map_ttl: config.map_cache_ttl,
             limits,
+            exports: ExportSlots::new(config.exports),
             metrics,
             clock,
             body_timeout: config.body_timeout,
@@ -218,10 +220,20 @@ impl Application {
         // every connection is done (or closed after the shutdown timeout); the writer then
         // commits what it holds and stops.
         server::serve(self.socket, self.state, self.connections, shutdown).await;
-        self.writer.join().await;
-        tracing::info!("airq stopped");
+        let bound = self.connections.shutdown_timeout.max(WRITER_DRAIN_MIN);
+        if self.writer.join(bound).await {
+            tracing::info!("airq stopped");
+        } else {
+            // The writer may still append to the log until the process ends: the data directory
+            // stays locked until then, so no second server opens it meanwhile.
+            std::mem::forget(self._data_dir);
+        }
     }
 }
+
+/// The least time the batch writer gets to commit what it holds at shutdown, once the
+/// connections are closed (it gets the shutdown timeout when that is longer).
+const WRITER_DRAIN_MIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a start waits for the credential listener before serving without it.
 const LISTENER_START: std::time::Duration = std::time::Duration::from_secs(5);

@@ -14,6 +14,7 @@ pub use crate::auth::OwnerAuth;
 use crate::domain::OwnerId;
 pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::cors::CorsOrigins;
+pub use crate::http::export_slots::ExportLimits;
 pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
@@ -219,9 +220,20 @@ pub struct ServeArgs {
     #[arg(long, env = "AIRQ_BODY_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
     /// At shutdown, in-flight requests get this long to finish; connections still open then are
-    /// closed, so the process ends within this bound (plus the batch writer's final commit).
+    /// closed; the batch writer then gets as long again (at least 5 s) for its final commit, so
+    /// the process ends within twice this bound whatever clients and the disk do.
     #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub shutdown_timeout_ms: u64,
+    /// A connection whose client reads nothing of its answer for this long is closed (a
+    /// streamed export or a large feed nobody reads would hold it, and its memory, forever).
+    #[arg(long, env = "AIRQ_WRITE_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub write_timeout_ms: u64,
+    /// Raw exports (`…/readings`) one client address may stream at once; past it, 429.
+    #[arg(long, env = "AIRQ_EXPORTS_PER_CLIENT", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    pub exports_per_client: u32,
+    /// Raw exports the server streams at once, all clients together; past it, 503.
+    #[arg(long, env = "AIRQ_EXPORTS_MAX", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub exports_max: u32,
     /// Web origins (comma-separated, exact `scheme://host[:port]`) whose browser pages may call
     /// owner routes (CORS); empty: none, owner routes answer no cross-origin request.
     #[arg(long, env = "AIRQ_CORS_ORIGINS", default_value = "", value_parser = CorsOrigins::parse)]
@@ -348,6 +360,8 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Open connections and their end at shutdown.
     pub connections: ConnectionSettings,
+    /// How many raw exports may stream at once.
+    pub exports: ExportLimits,
     /// Origins allowed to call owner routes from a browser.
     pub cors_origins: CorsOrigins,
     /// Where the pages' map library and tiles come from.
@@ -421,6 +435,11 @@ impl From<ServeArgs> for Config {
             connections: ConnectionSettings {
                 max_open: args.max_connections as usize,
                 shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms),
+                write_timeout: Duration::from_millis(args.write_timeout_ms),
+            },
+            exports: ExportLimits {
+                per_client: args.exports_per_client,
+                overall: args.exports_max,
             },
             cors_origins: args.cors_origins,
             map: MapSettings {

@@ -53,7 +53,9 @@ mod tests {
 
     #[test]
     fn a_header_without_crit_or_unreadable_names_none() {
-        assert!(!names_critical_extensions(&token(r#"{"alg":"HS256","typ":"JWT"}"#)));
+        assert!(!names_critical_extensions(&token(
+            r#"{"alg":"HS256","typ":"JWT"}"#
+        )));
         assert!(!names_critical_extensions("garbage"));
         assert!(!names_critical_extensions("!!!.e30.sig"));
     }

@@ -23,6 +23,13 @@ use hyper_util::server::graceful::{GracefulConnection, GracefulShutdown};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+/// The address a request's connection came from, in the request's extensions (the client's
+/// own address may differ behind a proxy: [`RateLimits::client_address`]).
+///
+/// [`RateLimits::client_address`]: super::rate_limit::RateLimits::client_address
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub std::net::IpAddr);
+
 /// How many connections may be open, and how long they get to finish at shutdown.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionSettings {
@@ -31,6 +38,9 @@ pub struct ConnectionSettings {
     /// How long open connections get to finish their requests at shutdown before they are
     /// closed regardless.
     pub shutdown_timeout: Duration,
+    /// How long a connection's answer may wait for its client to read before the connection is
+    /// closed ([`write_deadline`](super::write_deadline)).
+    pub write_timeout: Duration,
 }
 
 /// The open connections.

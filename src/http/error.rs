@@ -12,6 +12,7 @@ use hyper::header::{
 use hyper::StatusCode;
 use serde::Serialize;
 
+use super::export_slots::ExportsBusy;
 use super::rate_limit::{Limit, Refusal};
 use super::request_id::RequestId;
 use super::Response;
@@ -27,6 +28,8 @@ pub const VALIDATION_TYPE: &str = "urn:airq:problem:validation";
 pub const MALFORMED_TYPE: &str = "urn:airq:problem:malformed-body";
 /// `type` of every other problem.
 pub const BLANK_TYPE: &str = "about:blank";
+/// `Retry-After` of an export refused for want of a slot: about as long as a small export takes.
+const EXPORT_RETRY_SECS: u64 = 5;
 
 /// Which credential a 401 is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +132,9 @@ pub enum ApiError {
     /// The last batch of uploads could not be stored, and none has been since (for `/readyz`).
     #[error("uploads are failing")]
     WritesFailing,
+    /// No export slot is free, for the client or on the server.
+    #[error("too many exports at once")]
+    ExportsBusy(#[from] ExportsBusy),
     /// A response body could not be compressed.
     #[error("compressing the response")]
     Compress(#[source] std::io::Error),
@@ -301,6 +307,33 @@ impl ApiError {
                      request id {request_id}"
                 ),
             ),
+            Self::ExportsBusy(busy) => {
+                headers.push((RETRY_AFTER, HeaderValue::from(EXPORT_RETRY_SECS)));
+                let (status, title, whose, setting) = match busy {
+                    ExportsBusy::Client(_) => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "Too Many Requests",
+                        "this client address",
+                        "AIRQ_EXPORTS_PER_CLIENT",
+                    ),
+                    ExportsBusy::Server(_) => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Service Unavailable",
+                        "the server",
+                        "AIRQ_EXPORTS_MAX",
+                    ),
+                };
+                let (ExportsBusy::Client(limit) | ExportsBusy::Server(limit)) = busy;
+                (
+                    status,
+                    BLANK_TYPE,
+                    title,
+                    format!(
+                        "{whose} streams {limit} raw exports already, as many as it may at once \
+                         (`{setting}`); retry once one has ended, or after {EXPORT_RETRY_SECS} s"
+                    ),
+                )
+            }
             Self::NotReady(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 BLANK_TYPE,

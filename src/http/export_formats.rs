@@ -19,6 +19,7 @@ use hyper::body::Frame;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, VARY};
 use hyper::HeaderMap;
 
+use super::export_slots::ExportSlot;
 use super::views::timestamp;
 use super::{negotiate, BodyError, Response};
 use crate::domain::{
@@ -133,14 +134,15 @@ fn disposition(device: DeviceUuid, range: ExportQuery, format: Format) -> Header
     HeaderValue::try_from(name).unwrap_or(HeaderValue::from_static("attachment"))
 }
 
-/// A 200 that streams `export` of `range` in `format`; `device` names it in the log should it
-/// fail, and with `range` the downloaded file.
+/// A 200 that streams `export` of `range` in `format`, holding `slot` while it lives; `device`
+/// names it in the log should it fail, and with `range` the downloaded file.
 pub fn respond(
     export: Export,
     format: Format,
     device: DeviceUuid,
     range: ExportQuery,
     public: bool,
+    slot: ExportSlot,
 ) -> Response {
     let body = ExportBody {
         export,
@@ -149,6 +151,7 @@ pub fn respond(
         started: false,
         rows: 0,
         done: false,
+        _slot: slot,
     };
     let mut response = hyper::Response::new(body.boxed());
     let headers = response.headers_mut();
@@ -174,6 +177,8 @@ struct ExportBody {
     started: bool,
     rows: u64,
     done: bool,
+    /// Held for as long as the body lives: to its end, or until the connection closes.
+    _slot: ExportSlot,
 }
 
 impl hyper::body::Body for ExportBody {

@@ -323,6 +323,12 @@ impl RateLimits {
         }
     }
 
+    /// The client a request from `peer` with `headers` comes from ([`client_address`], with the
+    /// configured trusted proxies).
+    pub fn client_address(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        client_address(peer, headers, &self.trusted_proxies)
+    }
+
     /// Counts a public request that came from `peer` with `headers`.
     pub fn public(&self, peer: IpAddr, headers: &HeaderMap) -> Result<(), ApiError> {
         match &self.public {

@@ -24,11 +24,12 @@ use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
 use super::access::{self, IdentitySlot};
-use super::connections::{ConnectionSettings, Connections};
+use super::connections::{ConnectionSettings, Connections, Peer};
 use super::cors;
 use super::error::ApiError;
 use super::request_id::{self, RequestId};
 use super::state::AppState;
+use super::write_deadline::WriteDeadline;
 use super::{framing, router, Request, Response};
 
 /// A client must send its request head within this time (slow-loris protection).
@@ -82,6 +83,7 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        let stream = WriteDeadline::new(stream, settings.write_timeout, Arc::clone(&state.metrics));
         let state = Arc::clone(&state);
         let service = service_fn(move |request| {
             let state = Arc::clone(&state);
@@ -103,6 +105,7 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     let started = Instant::now();
     let identity = IdentitySlot::default();
     request.extensions_mut().insert(identity.clone());
+    request.extensions_mut().insert(Peer(peer));
     let request_id = RequestId::for_request(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();

@@ -7,6 +7,7 @@ use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
 use crate::http::cacheable::MapCache;
 use crate::http::cors::CorsOrigins;
+use crate::http::export_slots::ExportSlots;
 use crate::http::rate_limit::RateLimits;
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
@@ -32,6 +33,8 @@ pub struct AppState {
     pub map_ttl: Duration,
     /// Upload and public rate limits.
     pub limits: Arc<RateLimits>,
+    /// The raw exports streaming now, within their bounds.
+    pub exports: Arc<ExportSlots>,
     /// Everything `/metrics` shows.
     pub metrics: Arc<ServerMetrics>,
     /// Where "now" comes from.

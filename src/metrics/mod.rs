@@ -116,6 +116,7 @@ pub struct ServerMetrics {
     /// When the last batch failed, if none has been committed since: what readiness reports.
     write_failed_at: std::sync::Mutex<Option<std::time::Instant>>,
     flush_retries: Counter,
+    write_stalls: Counter,
     flush_seconds: Counter<f64, AtomicU64>,
     queued: Gauge,
     rate_limited: [Counter; Limit::ALL.len()],
@@ -174,6 +175,11 @@ impl Default for ServerMetrics {
             "Batches answered with 500 after every retry failed",
         );
         let flush_retries = counter(&mut registry, "airq_flush_retries", "Retried batch writes");
+        let write_stalls = counter(
+            &mut registry,
+            "airq_http_write_stalls",
+            "Connections closed because their client read nothing of the answer for the write timeout",
+        );
         let flush_seconds = Counter::<f64, AtomicU64>::default();
         registry.register(
             "airq_flush_seconds",
@@ -247,6 +253,7 @@ impl Default for ServerMetrics {
             batch_failures,
             write_failed_at: std::sync::Mutex::new(None),
             flush_retries,
+            write_stalls,
             flush_seconds,
             queued,
             fold_backlog,
@@ -311,6 +318,11 @@ impl ServerMetrics {
     /// Counts a retried flush.
     pub fn flush_retried(&self) {
         self.flush_retries.inc();
+    }
+
+    /// Counts a connection closed because its client stopped reading.
+    pub fn write_stalled(&self) {
+        self.write_stalls.inc();
     }
 
     /// Counts a request refused by `limit`.

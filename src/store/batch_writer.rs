@@ -160,6 +160,8 @@ fn signed(count: usize) -> isize {
 #[derive(Debug)]
 pub struct WriterGuard {
     thread: Option<JoinHandle<()>>,
+    /// Closed when the writer's thread ends, however it ends.
+    stopped: oneshot::Receiver<()>,
 }
 
 /// Batches written and not yet durable, and a wake-up each time one becomes durable.
@@ -267,9 +269,12 @@ impl BatchWriter {
         let runtime = single_threaded()?;
         let gather_metrics = Arc::clone(&metrics);
         let gather_queued = Arc::clone(&queued);
+        let (stopping, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("airq-batch-writer".into())
             .spawn(move || {
+                // Dropped when this thread ends, a panic included: what `join` waits for.
+                let _stopping = stopping;
                 runtime.block_on(gather(
                     Intake {
                         queue: receiver,
@@ -295,6 +300,7 @@ impl BatchWriter {
             },
             WriterGuard {
                 thread: Some(thread),
+                stopped,
             },
         ))
     }
@@ -337,14 +343,30 @@ impl BatchWriter {
 }
 
 impl WriterGuard {
-    /// Waits for the writer to drain its queue and stop (after every handle was dropped).
-    pub async fn join(mut self) {
+    /// Waits for the writer to drain its queue and stop (after every handle was dropped), at
+    /// most `bound`; `false` if it had not stopped by then. A writer whose store makes no progress
+    /// (a disk that hangs) would otherwise hold the process forever: past the bound it is left
+    /// behind, and ends with the process. Its uploads in flight get no answer, which is all they
+    /// lose: none of them was acknowledged, and what was is durable already.
+    pub async fn join(mut self, bound: Duration) -> bool {
+        if tokio::time::timeout(bound, &mut self.stopped)
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                ?bound,
+                "the batch writer did not drain in time; stopping without it (uploads still in flight are not answered, none of them was acknowledged)"
+            );
+            return false;
+        }
         if let Some(thread) = self.thread.take() {
+            // It has ended: joining only collects its outcome.
             let joined = tokio::task::spawn_blocking(move || thread.join()).await;
             if !matches!(joined, Ok(Ok(()))) {
                 tracing::error!("the batch writer thread panicked");
             }
         }
+        true
     }
 }
 
@@ -668,7 +690,7 @@ mod tests {
             BatchWriter::start(vec![Box::new(sink)], config(2), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 3).await;
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
         let mut ids: Vec<u64> = receipts
             .into_iter()
             .map(|r| r.expect("stored").id.get())
@@ -691,7 +713,7 @@ mod tests {
             BatchWriter::start(vec![Box::new(sink)], config(1), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 6).await;
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
         assert!(receipts
             .iter()
             .all(|r| matches!(r, Err(WriteError::Failed(_)))));
@@ -710,7 +732,7 @@ mod tests {
             BatchWriter::start(vec![Box::new(sink)], config(0), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 10).await;
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
         assert_eq!(receipts.iter().filter(|r| r.is_ok()).count(), 10);
         assert_eq!(written.lock().expect("lock").len(), 10);
     }
@@ -761,7 +783,7 @@ mod tests {
         let (writer, guard) = BatchWriter::start(sinks, config(0), Arc::default()).expect("writer");
         let receipts = submit_many(&writer, 8).await;
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
         assert!(receipts.iter().all(Result::is_ok));
         assert_eq!(
             state.0.lock().expect("lock").1,
@@ -884,7 +906,7 @@ mod tests {
         }
         assert_eq!(*written.lock().expect("lock"), [1, 2]);
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
     }
 
     #[tokio::test]
@@ -899,7 +921,7 @@ mod tests {
         }
         first.await.expect("task").expect("stored");
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
     }
 
     #[tokio::test]
@@ -921,6 +943,6 @@ mod tests {
         }
         first.await.expect("task").expect("stored");
         drop(writer);
-        guard.join().await;
+        assert!(guard.join(Duration::from_secs(30)).await);
     }
 }

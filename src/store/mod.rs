@@ -56,6 +56,11 @@ pub enum StoreError {
     /// The QuestDB spool holds as many readings as it may; QuestDB is not taking them.
     #[error("the spool holds {0} readings QuestDB has not taken")]
     SpoolFull(i64),
+    /// The embedded store's fold is too far behind the log and has not caught up in time.
+    #[error(
+        "{0} readings wait to be folded into the database, which has not taken any for a while"
+    )]
+    FoldBehind(i64),
     /// A backend's configuration is unusable.
     #[error("configuration: {0}")]
     Config(String),

@@ -618,7 +618,10 @@ async fn a_transfer_coding_other_than_chunked_is_a_client_400_and_the_connection
     assert!(app.stored_ids().await.is_empty(), "nothing was stored");
     // The client's mistake, not a failure of the server: nothing on the 5xx dashboard panel.
     let scrape = crate::metrics::Scrape::of(&app).await;
-    assert_eq!(scrape.counter("airq_http_responses", &[("class", "5xx")]), 0.0);
+    assert_eq!(
+        scrape.counter("airq_http_responses", &[("class", "5xx")]),
+        0.0
+    );
     assert!(scrape.counter("airq_http_responses", &[("class", "4xx")]) >= 2.0);
 }
 

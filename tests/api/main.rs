@@ -23,6 +23,8 @@ mod devices;
 mod errors;
 mod examples;
 mod export;
+mod export_limits;
+mod full_disk;
 mod hardening;
 mod historical;
 mod identity_provider;

@@ -189,6 +189,7 @@ async fn the_scrape_is_openmetrics_with_every_documented_family() {
         ("airq_readings_committed", OpenMetricsType::Counter),
         ("airq_batches_failed", OpenMetricsType::Counter),
         ("airq_flush_retries", OpenMetricsType::Counter),
+        ("airq_http_write_stalls", OpenMetricsType::Counter),
         ("airq_flush_seconds", OpenMetricsType::Counter),
         ("airq_writer_queued_readings", OpenMetricsType::Gauge),
         ("airq_rate_limited", OpenMetricsType::Counter),
@@ -217,6 +218,7 @@ async fn the_scrape_is_openmetrics_with_every_documented_family() {
         }
     }
     assert_eq!(scrape.counter("airq_batches_failed", &[]), 0.0);
+    assert_eq!(scrape.counter("airq_http_write_stalls", &[]), 0.0);
 }
 
 #[tokio::test]

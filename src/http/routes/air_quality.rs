@@ -125,9 +125,10 @@ pub async fn device_readings(
         ),
     )?;
     let device = owned_device(state, &owner, id).await?;
+    let slot = super::export_slot(&request, state)?;
     let readings =
         crate::read::export::readings(state.readings.as_ref(), device, query, true).await?;
     Ok(export_formats::respond(
-        readings, format, device, query, false,
+        readings, format, device, query, false, slot,
     ))
 }

@@ -90,6 +90,7 @@ pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Re
         ),
     )?;
     let device = public_device(state, id).await?;
+    let slot = super::export_slot(&request, state)?;
     let readings = crate::read::export::readings(
         state.readings.as_ref(),
         device.id,
@@ -98,7 +99,7 @@ pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Re
     )
     .await?;
     Ok(export_formats::respond(
-        readings, format, device.id, query, true,
+        readings, format, device.id, query, true, slot,
     ))
 }
 

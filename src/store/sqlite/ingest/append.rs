@@ -18,6 +18,11 @@ use crate::store::{ReadingSink, StoreError};
 
 /// How often a writer held back by a full backlog looks again.
 const BACKLOG_POLL: Duration = Duration::from_millis(5);
+/// How long a batch waits for the fold to make room before it fails. The fold folds
+/// [`MAX_BACKLOG`] rows in well under a second; one that has not made room for this long cannot
+/// write `airq.db` (a full disk), and a writer that waited on would answer nobody, ever: not the
+/// uploads behind it, not a shutdown's drain.
+const BACKLOG_WAIT: Duration = Duration::from_secs(10);
 
 /// The batch writer's side of the embedded store; owns the fold, which stops (after folding
 /// everything) when the sink is dropped.
@@ -25,6 +30,10 @@ const BACKLOG_POLL: Duration = Duration::from_millis(5);
 pub struct SqliteReadingSink {
     db: Arc<Sqlite>,
     next_id: u64,
+    /// The highest receipt id appended to the log. Ids of a batch whose append failed are taken
+    /// (a retry reuses them, a later batch does not) but never written, so the backlog is
+    /// counted up to this id, not up to `next_id`: the fold never passes ids nobody wrote.
+    written_through: i64,
     /// Dropped before the fold, so that the fold's last round finds every synced batch.
     sync: GroupSync,
     folder: Folder,
@@ -50,6 +59,7 @@ impl SqliteReadingSink {
         Ok(Self {
             db,
             next_id: u64::try_from(next_id).unwrap_or(1),
+            written_through: next_id - 1,
             sync,
             folder,
             fold_notices,
@@ -63,17 +73,23 @@ impl SqliteReadingSink {
         self.folder.unfolded()
     }
 
-    /// Rows appended and not folded yet (ids of failed batches count too: an upper bound).
+    /// Rows appended and not folded yet: an upper bound, since ids of failed batches between
+    /// two written ones count until the fold passes the later one.
     fn backlog(&self) -> i64 {
-        i64::try_from(self.next_id).unwrap_or(i64::MAX) - 1 - self.folder.folded()
+        self.written_through - self.folder.folded()
     }
 
-    /// Waits while the fold is more than [`MAX_BACKLOG`] rows behind.
-    async fn wait_for_room(&self) {
+    /// Waits while the fold is more than [`MAX_BACKLOG`] rows behind, at most [`BACKLOG_WAIT`].
+    async fn wait_for_room(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
         while self.backlog() > MAX_BACKLOG {
+            if started.elapsed() >= BACKLOG_WAIT {
+                return Err(StoreError::FoldBehind(self.backlog()));
+            }
             self.folder.wake();
             tokio::time::sleep(BACKLOG_POLL).await;
         }
+        Ok(())
     }
 }
 
@@ -92,10 +108,15 @@ impl ReadingSink for SqliteReadingSink {
 
     /// Blocks the writer thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
-        self.wait_for_room().await;
+        self.wait_for_room().await?;
         let received_at = to_micros(Utc::now());
         let segment = self.db.log().append(batch, received_at)?;
         self.written = Some((received_at, segment));
+        if let Some(last) = batch.iter().map(|stored| stored.id.get()).max() {
+            self.written_through = self
+                .written_through
+                .max(i64::try_from(last).unwrap_or(i64::MAX));
+        }
         Ok(())
     }
 

@@ -22,7 +22,10 @@
 //!   the watermark are added, earlier readings they replace are taken away. A read after a 201
 //!   includes its reading.
 //! - **The backlog is bounded.** When more than [`MAX_BACKLOG`] rows wait for the fold, the batch
-//!   writer waits for it before appending (and so do the uploads behind it).
+//!   writer waits for it before appending (and so do the uploads behind it), for a bounded time
+//!   after which the batch fails (a fold that cannot write, on a full disk, must not wedge the
+//!   writer). The backlog counts up to the highest id *written*: a failed batch's ids are taken
+//!   but never written, so ids are not dense, and nothing may wait for the fold to pass them.
 //! - **Shutdown folds everything.** The fold stops with the sink that owns it, after folding the
 //!   whole backlog.
 
