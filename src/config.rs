@@ -172,7 +172,8 @@ pub struct ServeArgs {
     /// written batch still waits for its sync, a batch below `batch_max_rows` waits for it too.
     #[arg(long, env = "AIRQ_BATCH_MAX_DELAY_MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub batch_max_delay_ms: u64,
-    /// Readings waiting for the batch writer before uploads wait for room (backpressure).
+    /// Uploads waiting for the batch writer before further uploads wait for room (backpressure).
+    /// An upload takes one place whatever it holds: a batch of 1,000 readings takes one.
     #[arg(long, env = "AIRQ_BATCH_QUEUE", default_value_t = 8192, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch_queue: u32,
     /// How often a failed flush is retried before its uploads are answered with 500.

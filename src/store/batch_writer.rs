@@ -32,12 +32,15 @@
 //! - **Backpressure.** The queue in front of the writer is bounded; when it is full, uploads wait
 //!   for room instead of piling up in memory.
 //! - **Drain on shutdown.** The writer stops when the last [`BatchWriter`] handle is dropped, after
-//!   every lane has written everything already queued; [`WriterGuard::join`] waits for that.
+//!   every lane has written everything already queued; [`WriterGuard::join`] waits for that, for
+//!   a bounded time, past which the writer is left behind to end with the process.
 //!
 //! Lanes run on threads of their own, each with a single-threaded runtime, because sinks are
-//! synchronous (rusqlite; the QuestDB client) and must not block the server's workers; the
-//! embedded store has one sink (one SQLite writer), written on the gathering thread itself, QuestDB
-//! one lane per ILP sender.
+//! synchronous (the ingestion log's file writes; the QuestDB client) and must not block the
+//! server's workers; the embedded store has one sink (it appends to the ingestion log; the fold
+//! writes SQLite behind it), as has the QuestDB spool, written on the gathering thread itself;
+//! QuestDB without the spool has one sink per ILP sender, each on a lane of its own when there
+//! are several.
 //!
 //! On `/metrics` it reports the readings waiting for it, each committed batch's size and the time
 //! until it was durable, failed batches and retried writes.

@@ -1,5 +1,7 @@
 //! Receipt ids for the QuestDB pair: blocks taken from a PostgreSQL sequence shared by every
-//! process, so ids are unique across replicas and only grow within a process.
+//! process, so ids are unique across replicas. Each sink has its own block (one per ILP sender;
+//! the spool's one sink), so ids grow per sink, not across the senders of a process nor across
+//! replicas.
 
 use crate::domain::ReadingId;
 use crate::store::postgres::BoundedPool;
