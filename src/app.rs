@@ -24,6 +24,7 @@ use crate::http::rate_limit::{RateLimits, SweeperGuard};
 use crate::http::{server, AppState};
 use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
+use crate::store::ingest_log::IngestLog;
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, BoundedPool, PostgresDevices};
 use crate::store::questdb;
@@ -87,6 +88,10 @@ impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
         let data_dir = DataDirLock::acquire(&config.data_dir)?;
+        data_dir.check_format(
+            config.data_dir.join(Sqlite::FILE).exists()
+                || config.data_dir.join(IngestLog::DIR).exists(),
+        )?;
         let issuer = LocalIssuer::open(&config.data_dir)?;
         let rules = TokenRules {
             issuer: config.auth_issuer.clone(),

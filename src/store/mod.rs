@@ -2,9 +2,10 @@
 //!
 //! - [`DeviceStore`]: device metadata and credentials (embedded SQLite, or PostgreSQL).
 //!   Implementations: [`sqlite::SqliteDevices`], [`postgres::PostgresDevices`].
-//! - [`ReadingSink`]: writes batches of readings, all or nothing (SQLite, or QuestDB over ILP);
-//!   owned by the
-//!   [`batch_writer`], the only writer of readings in a process.
+//! - [`ReadingSink`]: writes batches of readings, all or nothing (embedded: appends them to the
+//!   ingestion log, folded into SQLite behind it; QuestDB over ILP, or the spool: the same log,
+//!   forwarded to QuestDB behind it); owned by the [`batch_writer`], the only writer of readings
+//!   in a process.
 //! - [`ReadingStore`]: reads readings back (current window, calendar buckets, latest samples).
 //!
 //! Every method is async and takes domain types, so a backend is swapped by configuration without
@@ -56,6 +57,17 @@ pub enum StoreError {
     /// The QuestDB spool holds as many readings as it may; QuestDB is not taking them.
     #[error("the spool holds {0} readings QuestDB has not taken")]
     SpoolFull(i64),
+    /// A directory of the store is in a format this airq does not read.
+    #[error(transparent)]
+    Format(#[from] crate::data_dir::format::FormatError),
+    /// The embedded database was written by a newer airq (more schema scripts than this one knows).
+    #[error("the embedded database has schema version {applied}, newer than this airq's {known}: it was written by a newer airq (see the README's \"Upgrades\")")]
+    NewerSchema {
+        /// The scripts the database had.
+        applied: i64,
+        /// The scripts this airq knows.
+        known: i64,
+    },
     /// The embedded store's fold is too far behind the log and has not caught up in time.
     #[error(
         "{0} readings wait to be folded into the database, which has not taken any for a while"
@@ -155,11 +167,14 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
 }
 
 /// The write side of reading storage, driven by the batch writer on a thread of its own: the
-/// QuestDB client and SQLite block, which is fine there and nowhere else.
+/// QuestDB client and the ingestion log's file writes block, which is fine there and nowhere else.
 #[async_trait]
 pub trait ReadingSink: Send + std::fmt::Debug + 'static {
-    /// Reserves `count` receipt ids, unique across every process of the deployment. Ids are never
-    /// handed out twice, not even after a failed write.
+    /// Reserves `count` receipt ids, unique across every process of the deployment. Within a
+    /// process an id is never handed out twice, not even after a failed write (a retry of the
+    /// batch reuses its ids, a later batch does not), so ids are not dense. The embedded store
+    /// records a failed batch's ids nowhere, so after a restart it may hand them out again
+    /// (QuestDB's sequence never does); no two stored readings ever share an id.
     async fn allocate_ids(&mut self, count: usize) -> Result<Vec<ReadingId>, StoreError>;
 
     /// Writes the batch as one transaction: after `Ok` every row is committed, durable once

@@ -1,14 +1,14 @@
 //! The CLI: `airq token OWNER` (a bearer token from the data dir's local issuer, alone on stdout),
 //! flags `airq serve` refuses, and `airq healthcheck` (exit 0 only when `/readyz` answers 200).
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::common::process::airq;
+use crate::common::process::{airq, refused_serve};
 use crate::common::TestApp;
 
 fn run(mut command: Command) -> Output {
@@ -284,44 +284,6 @@ fn without_flag_or_variable_the_data_dir_is_airq_data_in_the_working_directory()
         .is_file());
 }
 
-/// Runs `command`, which must end within `limit`: a server that should have refused to start but
-/// serves instead is killed and fails the test rather than hanging it.
-fn run_for_at_most(mut command: Command, limit: Duration) -> Output {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("airq runs");
-    let deadline = std::time::Instant::now() + limit;
-    while child.try_wait().expect("airq is waited for").is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().expect("airq's output");
-            panic!(
-                "airq still ran after {limit:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("airq's output")
-}
-
-/// `airq serve` with `args` must refuse to start, saying why on stderr (and binding nothing).
-fn refused_serve(args: &[&str], reason: &str) {
-    let dir = tempfile::tempdir().expect("temporary dir");
-    let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
-    full.extend_from_slice(args);
-    let output = run_for_at_most(airq(dir.path(), &full), Duration::from_secs(30));
-    assert!(!output.status.success(), "{args:?} is refused");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(reason),
-        "{args:?}: stderr says {reason:?}: {stderr}"
-    );
-    assert!(output.stdout.is_empty());
-}
-
 #[test]
 fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
     for bad in [
@@ -529,14 +491,6 @@ async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
         &["token", "alice", "--data-dir", &data_dir],
     ));
     assert!(token.status.success(), "minting a token needs no lock");
-    assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
-}
-
-#[tokio::test]
-async fn a_data_dir_in_use_stays_refused_when_its_lock_file_is_deleted() {
-    let app = TestApp::spawn().await;
-    std::fs::remove_file(app.data_dir.path().join("airq.lock")).expect("the lock file is deleted");
-    refused_beside(&app);
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
 

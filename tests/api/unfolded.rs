@@ -363,11 +363,6 @@ async fn a_new_devices_reading_replaced_within_its_first_fold_is_counted_once() 
     assert_eq!(current["aqi"], 40, "(70 + 10) / 2");
 }
 
-/// The raw columns of `readings` (and of the SQLite ingestion log of earlier versions).
-const RAW: &str = "id, device, at, received_at, keyed, aqi, pm1_0, pm2_5, pm10_0, temperature, \
-                   heat_index, humidity, pms_provider, temperature_provider, lat, lon, \
-                   location_provider";
-
 /// Three keyed readings of one device, stopped (so folded); then `crash` leaves the data dir as
 /// a crash would have (given it and `airq.db`); a restart must count every reading once.
 async fn restart_after(crash: impl FnOnce(&Path, &rusqlite::Connection)) {
@@ -424,39 +419,6 @@ async fn a_restart_folds_what_a_crash_left_in_the_ingestion_log() {
 async fn rows_folded_but_not_yet_pruned_from_the_log_count_once() {
     // As a stop leaves them: folded, and still in the log's last segment.
     restart_after(|_, _| {}).await;
-}
-
-#[tokio::test]
-async fn a_database_from_before_the_ingestion_log_folds_its_unfolded_rows() {
-    // Then uploads were appended to `readings` itself, and the fold read them from there.
-    restart_after(|_, db| db.execute_batch(UNFOLD).expect("unfolded")).await;
-}
-
-#[tokio::test]
-async fn the_sqlite_ingestion_log_of_an_earlier_version_is_folded_and_removed() {
-    let legacy = std::cell::RefCell::new(std::path::PathBuf::new());
-    restart_after(|data_dir, db| {
-        let path = data_dir.join("ingest.db");
-        db.execute(
-            "ATTACH DATABASE ?1 AS log",
-            [path.to_string_lossy().as_ref()],
-        )
-        .expect("attach");
-        let columns = RAW
-            .replace(", ", " ANY, ")
-            .replace("location_provider", "location_provider ANY");
-        db.execute_batch(&format!(
-            "CREATE TABLE log.log ({columns}); \
-             CREATE TABLE log.counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL); \
-             INSERT INTO log.log ({RAW}) SELECT {RAW} FROM main.readings; \
-             DELETE FROM main.readings; {UNFOLD}"
-        ))
-        .expect("the rows in an earlier version's log");
-        db.execute("DETACH DATABASE log", []).expect("detach");
-        *legacy.borrow_mut() = path;
-    })
-    .await;
-    assert!(!legacy.borrow().exists(), "ingest.db is gone once adopted");
 }
 
 /// Uploads once for a kept and twice for a doomed device, deletes the doomed one (whose readings

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -161,4 +161,42 @@ pub fn address_of(line: &str) -> String {
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
         .collect()
+}
+
+/// Runs `command`, which must end within `limit`: a server that should have refused to start but
+/// serves instead is killed and fails the test rather than hanging it.
+pub fn run_for_at_most(mut command: Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("airq runs");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().expect("airq is waited for").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("airq's output");
+            panic!(
+                "airq still ran after {limit:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("airq's output")
+}
+
+/// `airq serve` with `args` must refuse to start, saying why on stderr (and binding nothing).
+pub fn refused_serve(args: &[&str], reason: &str) {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let mut full = vec!["serve", "--listen", "127.0.0.1:0"];
+    full.extend_from_slice(args);
+    let output = run_for_at_most(airq(dir.path(), &full), Duration::from_secs(30));
+    assert!(!output.status.success(), "{args:?} is refused");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(reason),
+        "{args:?}: stderr says {reason:?}: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
 }

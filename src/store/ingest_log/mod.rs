@@ -88,6 +88,12 @@ struct State {
 impl IngestLog {
     /// The log's directory inside the data directory.
     pub const DIR: &'static str = "ingest";
+    /// The file in [`Self::DIR`] naming the log's format.
+    pub const FORMAT_FILE: &'static str = "FORMAT";
+    /// The format of the log's frames ([`record`]). A scan takes a frame it cannot read for the
+    /// torn end of a crash and writes over it, so a log in another format must never be scanned:
+    /// a release that changes the frames raises this and converts older logs first.
+    pub const FORMAT: u32 = 1;
 
     /// Opens (creating when missing) the log in `data_dir`, hands `each` every entry it holds,
     /// oldest first (but the readings of a device logged after its deletion), and starts a new segment for appends, the next once `segment_bytes` are
@@ -106,6 +112,12 @@ impl IngestLog {
             segment::sync_dir(data_dir)?;
         }
         let listing = segment::list(&dir)?;
+        crate::data_dir::format::check_or_stamp(
+            &dir,
+            Self::FORMAT_FILE,
+            Self::FORMAT,
+            !listing.segments.is_empty() || !listing.spares.is_empty(),
+        )?;
         let scanned = scan(listing.segments, each)?;
         let log = Self {
             dir,
@@ -181,18 +193,9 @@ impl IngestLog {
         segment.sync_data().map_err(|source| self.failed(source))
     }
 
-    /// Makes the ids up to `through` taken (a counter of an earlier log carried over), as the
-    /// deletion of no device (the nil UUID names none), unsynced; answers the entry.
-    pub(crate) fn reserve_ids(&self, through: i64) -> Result<Entry, StoreError> {
-        let device = [0; 16];
-        self.write_one(&mut self.lock(), through, |frame, number| {
-            record::put_forget(frame, number, device, through)
-        })?;
-        Ok(Entry::Forget { device, through })
-    }
-
-    /// Syncs the segment appended to (what [`GroupSync`] does behind appends), for appends that
-    /// must be durable before their caller goes on.
+    /// Syncs the segment appended to (what [`GroupSync`] does behind appends, for tests that
+    /// append without it).
+    #[cfg(test)]
     pub(crate) fn sync(&self) -> Result<(), StoreError> {
         let segment = Arc::clone(&self.lock().current()?.file);
         segment.sync_data().map_err(|source| self.failed(source))

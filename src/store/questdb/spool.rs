@@ -41,7 +41,7 @@ use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
 use crate::store::ingest_log::{Entry, GroupSync, IngestLog};
 use crate::store::postgres::BoundedPool;
-use crate::store::sqlite::{adopt_legacy_log, to_micros};
+use crate::store::sqlite::to_micros;
 use crate::store::{ReadingSink, StoreError};
 
 /// Spooled rows QuestDB has not acknowledged after which the sink holds appends back. On disk,
@@ -205,7 +205,6 @@ impl SpoolSink {
             Entry::Forget { .. } => {}
         };
         let log = IngestLog::open(data_dir, segment_bytes, &mut take)?;
-        adopt_legacy_log(data_dir, &log, &mut take)?;
         let log = Arc::new(log);
         spooled.retain(|&id| id > forwarded);
         let rows = i64::try_from(spooled.len()).unwrap_or(i64::MAX);

@@ -32,21 +32,13 @@ use super::ingest_log::IngestLog;
 use super::StoreError;
 
 pub use device_store::SqliteDevices;
-pub(crate) use ingest::adopt_legacy_log;
 pub use ingest::{FoldConfig, SqliteReadingSink};
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
-/// start applies the ones after it, each in a transaction with its count. (Databases from before
-/// the count had 1–3, which are idempotent, so they simply run again.)
-const SCHEMA: &[&str] = &[
-    include_str!("../../../schema/sqlite/001_devices.sql"),
-    include_str!("../../../schema/sqlite/002_readings.sql"),
-    include_str!("../../../schema/sqlite/003_backfill_daily_rollups.sql"),
-    include_str!("../../../schema/sqlite/004_append_first.sql"),
-    include_str!("../../../schema/sqlite/005_hour_of_day_rollups.sql"),
-    include_str!("../../../schema/sqlite/006_packed_rollup_sums.sql"),
-];
+/// start applies the ones after it, each in a transaction with its count. A database that had
+/// more than this server knows was written by a newer airq, and is refused.
+const SCHEMA: &[&str] = &[include_str!("../../../schema/sqlite/001_schema.sql")];
 
 /// Readers kept open for reuse; more may exist briefly under load.
 const IDLE_READERS: usize = 8;
@@ -97,8 +89,6 @@ impl Sqlite {
         let folded = ingest::folded_id(&writer)?;
         let mut recovery = ingest::Recovery::past(folded);
         let log = IngestLog::open(data_dir, segment_bytes, |entry| recovery.take(entry))?;
-        ingest::adopt_legacy_log(data_dir, &log, |entry| recovery.take(entry))?;
-        ingest::adopt_unlogged(&writer, folded, &log, |entry| recovery.take(entry))?;
         rollup::derive_hours_at_start(&mut writer)?;
         let unfolded = ingest::Unfolded::new(folded, recovery.rows());
         let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
@@ -240,9 +230,14 @@ impl Drop for Checkpointer {
     }
 }
 
-/// Applies the scripts of `schema` the database has not had yet (see [`SCHEMA`]).
+/// Applies the scripts of `schema` the database has not had yet (see [`SCHEMA`]); refuses a
+/// database that had more.
 fn migrate(connection: &mut Connection, schema: &[&str]) -> Result<(), StoreError> {
     let applied: i64 = connection.pragma_query_value(None, "user_version", |row| row.get(0))?;
+    let known = i64::try_from(schema.len()).unwrap_or(i64::MAX);
+    if applied > known {
+        return Err(StoreError::NewerSchema { applied, known });
+    }
     for (index, script) in schema.iter().enumerate() {
         let version = i64::try_from(index + 1).unwrap_or(i64::MAX);
         if version <= applied {

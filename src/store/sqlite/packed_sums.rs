@@ -1,5 +1,5 @@
 //! A rollup row's sums as one BLOB: one little-endian `f64` per measured value, in
-//! [`Measure::ALL`] order (`schema/sqlite/006_packed_rollup_sums.sql`).
+//! [`Measure::ALL`] order (the rollup tables of `schema/sqlite/001_schema.sql`).
 //!
 //! Why one column and not one per value: a long read takes many rollup rows (a year of Berlin
 //! days for 20 devices, about 15,000), and with a column per value most of its time went to
@@ -18,15 +18,12 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, Row};
 
 use crate::domain::measure::COUNT;
-use crate::domain::{Measure, Measurements};
+use crate::domain::Measurements;
 
 /// `airq_sums_add(a, b)`: the sums of two BLOBs.
 pub(super) const ADD: &str = "airq_sums_add";
 /// `airq_sums_total(sums)`: the aggregate sum of a column of BLOBs.
 pub(super) const TOTAL: &str = "airq_sums_total";
-/// `airq_sums_pack(v1, …)`: the BLOB of one sum per value, in [`Measure::ALL`] order (for the
-/// schema script that moved the sums out of their columns).
-const PACK: &str = "airq_sums_pack";
 
 /// Bytes of one sum.
 const WIDTH: usize = std::mem::size_of::<f64>();
@@ -104,7 +101,7 @@ impl Aggregate<Vec<u8>, Vec<u8>> for Total {
     }
 }
 
-/// Makes [`ADD`], [`TOTAL`] and the packing function callable on `connection`.
+/// Makes [`ADD`] and [`TOTAL`] callable on `connection`.
 pub(super) fn register(connection: &Connection) -> rusqlite::Result<()> {
     let flags = FunctionFlags::SQLITE_UTF8
         | FunctionFlags::SQLITE_DETERMINISTIC
@@ -114,20 +111,13 @@ pub(super) fn register(connection: &Connection) -> rusqlite::Result<()> {
         add_into(&mut total, blob_argument(context, 1)?);
         Ok(total)
     })?;
-    connection.create_aggregate_function(TOTAL, 1, flags, Total)?;
-    let arguments = i32::try_from(COUNT).unwrap_or(i32::MAX);
-    connection.create_scalar_function(PACK, arguments, flags, |context| {
-        let mut sums = Measurements::default();
-        for (index, measure) in Measure::ALL.into_iter().enumerate() {
-            sums[measure] = context.get::<f64>(index)?;
-        }
-        Ok(pack(&sums).to_vec())
-    })
+    connection.create_aggregate_function(TOTAL, 1, flags, Total)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::Measure;
 
     fn sums(first: f64) -> Measurements {
         Measurements::from_fn(|measure| first + measure.index() as f64)
@@ -209,23 +199,6 @@ mod tests {
             total(&connection),
             Measurements::from_fn(|m| 8.0 + 3.0 * m.index() as f64)
         );
-    }
-
-    #[test]
-    fn sql_packs_one_sum_per_value_in_list_order() {
-        let placeholders = crate::store::columns::placeholders(1, COUNT);
-        let values: Vec<f64> = Measure::ALL
-            .iter()
-            .map(|m| 4.0 + m.index() as f64)
-            .collect();
-        let packed: Vec<u8> = connection()
-            .query_row(
-                &format!("SELECT {PACK}({placeholders})"),
-                rusqlite::params_from_iter(values),
-                |row| row.get(0),
-            )
-            .expect("packed");
-        assert_eq!(unpack(&packed), sums(4.0));
     }
 
     #[test]

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use rusqlite::Connection;
 
 use super::fold::{FoldConfig, FoldNotices, Folder};
-use super::{folded_id, next_id_counter, LoggedRow, Providers, MAX_BACKLOG};
+use super::{folded_id, LoggedRow, Providers, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::ingest_log::GroupSync;
 use crate::store::sqlite::{to_micros, Sqlite};
@@ -47,12 +46,9 @@ pub struct SqliteReadingSink {
 impl SqliteReadingSink {
     /// A sink continuing the stored id sequence, with its fold started.
     pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
-        let logged = db.log().highest();
-        let next_id = db.write_blocking(|connection| {
-            Ok(next_id(connection)?
-                .max(logged + 1)
-                .max(folded_id(connection)? + 1))
-        })?;
+        // Past every id logged and every id folded (the watermark never goes down, so ids of
+        // deleted readings are not handed out again).
+        let next_id = db.log().highest().max(stored_folded_id(&db)?) + 1;
         let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
         let sync = GroupSync::start()?;
         let fold_notices = Arc::new(folder.notices(fold.rows.max(1)));
@@ -147,15 +143,6 @@ impl ReadingSink for SqliteReadingSink {
             }),
         );
     }
-}
-
-/// The next receipt id as `airq.db` knows it: past its id counter (from before the ingestion
-/// log, when deleting a device could take the highest ids away) and past the highest folded id.
-fn next_id(connection: &Connection) -> Result<i64, StoreError> {
-    let counter = next_id_counter(connection)?;
-    let highest: Option<i64> =
-        connection.query_row("SELECT max(id) FROM readings", [], |row| row.get(0))?;
-    Ok(counter.unwrap_or(1).max(highest.unwrap_or(0) + 1))
 }
 
 /// The highest folded id as stored (for the fold's start).

@@ -31,7 +31,6 @@
 
 mod append;
 mod fold;
-mod legacy;
 pub(super) mod tail;
 mod unfolded;
 
@@ -41,12 +40,10 @@ use super::{device_bytes, to_micros};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measurements, StoredReading};
 use crate::store::columns;
-use crate::store::ingest_log::{Entry, IngestLog};
+use crate::store::ingest_log::Entry;
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
-pub(crate) use legacy::adopt_legacy_log;
-pub(super) use legacy::adopt_unlogged;
 pub(crate) use unfolded::Unfolded;
 
 /// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while
@@ -56,9 +53,6 @@ pub(crate) use unfolded::Unfolded;
 pub(crate) const MAX_BACKLOG: i64 = 85_000;
 /// The counter holding the highest folded receipt id.
 const FOLDED_ID: &str = "folded_id";
-/// The counter holding the next receipt id where the highest ids may have been deleted (in
-/// `airq.db` before the ingestion log; the log's deletions carry it since).
-const NEXT_ID: &str = "next_reading_id";
 
 /// The raw columns of `readings`, in the order [`LoggedRow::bind`] binds them.
 pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
@@ -192,19 +186,6 @@ impl Recovery {
         self.rows.sort_unstable_by_key(|row| row.id);
         self.rows
     }
-}
-
-/// The next receipt id as the id counter of `connection`'s `counters` holds it, if it does (see
-/// [`NEXT_ID`]).
-fn next_id_counter(connection: &rusqlite::Connection) -> rusqlite::Result<Option<i64>> {
-    use rusqlite::OptionalExtension as _;
-    connection
-        .query_row(
-            "SELECT value FROM counters WHERE name = ?1",
-            [NEXT_ID],
-            |row| row.get(0),
-        )
-        .optional()
 }
 
 /// The highest folded receipt id.

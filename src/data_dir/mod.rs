@@ -9,12 +9,25 @@
 //! included, so a crash never leaves a stale lock behind. It is the directory's, not a file's
 //! inside it: a lock file can be deleted while its server runs (an age-based cleaner under
 //! `/tmp` removes an empty file nobody writes), and the next server then locked a new file of
-//! the same name and ran beside the first. `airq.lock` is locked too, as servers before this one
-//! locked only it, so neither kind starts beside the other. `airq token` takes no lock: it only
-//! reads the issuer's secret, which a running server never changes.
+//! the same name and ran beside the first. `airq token` takes no lock: it only reads the issuer's
+//! secret, which a running server never changes.
+//!
+//! The directory also carries its format version ([`format`], [`FORMAT_FILE`]), checked once the
+//! lock is held and before anything in it is opened.
 
-use std::fs::{File, OpenOptions, TryLockError};
+pub mod format;
+
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
+
+use self::format::FormatError;
+
+/// The file holding the data directory's format version.
+pub const FORMAT_FILE: &str = "airq-format";
+/// The data directory's format: the layout of everything in it (`airq.db`, whose schema
+/// `PRAGMA user_version` also counts, the ingestion log, the spool, the token secret). A release
+/// that changes any of them raises it and upgrades earlier formats at start.
+pub const FORMAT: u32 = 1;
 
 /// Why the data directory could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +41,10 @@ pub enum DataDirError {
     /// The path names something else than a directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
-    /// The directory or its lock file could not be created or locked.
+    /// The directory's format is not one this airq reads.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The directory could not be created or locked.
     #[error("locking the data directory {path}")]
     Io {
         /// The data directory.
@@ -39,17 +55,14 @@ pub enum DataDirError {
     },
 }
 
-/// The held locks; released when dropped (or when the process ends).
+/// The held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct DataDirLock {
+    path: PathBuf,
     _directory: File,
-    _file: File,
 }
 
 impl DataDirLock {
-    /// The lock file's name inside the data directory, which earlier servers locked.
-    pub const FILE: &'static str = "airq.lock";
-
     /// Creates `data_dir` if missing and takes its lock, or says who has it.
     pub fn acquire(data_dir: &Path) -> Result<Self, DataDirError> {
         let io = |source| DataDirError::Io {
@@ -62,17 +75,21 @@ impl DataDirLock {
         std::fs::create_dir_all(data_dir).map_err(io)?;
         let directory = File::open(data_dir).map_err(io)?;
         exclusive(&directory, data_dir)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(data_dir.join(Self::FILE))
-            .map_err(io)?;
-        exclusive(&file, data_dir)?;
         Ok(Self {
+            path: data_dir.to_owned(),
             _directory: directory,
-            _file: file,
         })
+    }
+
+    /// Checks that the directory is in [`FORMAT`], stamping a new one; `holds_data` says whether
+    /// it holds anything a server wrote (a directory with data but no version is refused).
+    pub fn check_format(&self, holds_data: bool) -> Result<(), DataDirError> {
+        Ok(format::check_or_stamp(
+            &self.path,
+            FORMAT_FILE,
+            FORMAT,
+            holds_data,
+        )?)
     }
 }
 
@@ -102,34 +119,5 @@ mod tests {
         ));
         drop(first);
         assert!(DataDirLock::acquire(dir.path()).is_ok());
-    }
-
-    #[test]
-    fn the_directory_stays_locked_when_its_lock_file_is_deleted() {
-        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-        let first = DataDirLock::acquire(dir.path());
-        assert!(first.is_ok());
-        std::fs::remove_file(dir.path().join(DataDirLock::FILE))
-            .unwrap_or_else(|error| panic!("{error}"));
-        assert!(matches!(
-            DataDirLock::acquire(dir.path()),
-            Err(DataDirError::InUse(_))
-        ));
-    }
-
-    #[test]
-    fn a_lock_file_held_by_an_earlier_server_keeps_the_directory_in_use() {
-        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
-        let earlier = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.path().join(DataDirLock::FILE))
-            .unwrap_or_else(|error| panic!("{error}"));
-        assert!(earlier.try_lock().is_ok());
-        assert!(matches!(
-            DataDirLock::acquire(dir.path()),
-            Err(DataDirError::InUse(_))
-        ));
     }
 }
