@@ -356,6 +356,26 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_documented_bounds_and_examples_are_the_parsers() {
+        let document: serde_json::Value =
+            serde_json::from_str(include_str!("../http/openapi.json")).unwrap_or_default();
+        let components = &document["components"];
+        let limit = &components["parameters"]["DeviceListLimit"]["schema"];
+        assert_eq!(limit["minimum"], 1);
+        assert_eq!(limit["maximum"], MAX_LIMIT);
+        let example = components["parameters"]["DeviceListCursor"]["schema"]["examples"][0]
+            .as_str()
+            .unwrap_or_default();
+        assert!(DeviceCursor::decode(example).is_some(), "{example:?}");
+        let link = components["headers"]["Link-Next"]["schema"]["examples"][0]
+            .as_str()
+            .unwrap_or_default();
+        assert!(link.contains(&format!("cursor={example}>")), "{link}");
+        let readme = include_str!("../../README.md");
+        assert!(readme.contains(&format!("cursor={example}>")), "README");
+    }
+
     fn devices(count: usize) -> Option<Vec<Device>> {
         let owner = OwnerId::parse("alice")?;
         Some(
