@@ -31,6 +31,7 @@ mod map_formats;
 mod metrics;
 mod older_databases;
 mod openapi;
+mod paging;
 mod privacy;
 mod properties;
 mod public;
