@@ -411,6 +411,8 @@ mod tests {
                 Just("start"),
                 Just("end"),
                 Just("bbox"),
+                Just("limit"),
+                Just("cursor"),
             ];
             let value = prop_oneof![
                 any::<String>(),
@@ -443,6 +445,7 @@ mod tests {
                     CustomQuery::parse(&params).err(),
                     MapQuery::parse(&params).err(),
                     ExportQuery::parse(&params).err(),
+                    crate::domain::DevicePage::parse(&params).err(),
                 ];
                 for errors in faults.into_iter().flatten() {
                     prop_assert!(!errors.is_empty());

@@ -154,7 +154,7 @@ pub enum Policy {
 }
 
 /// What a listed origin may read of an owner answer.
-const OWNER_EXPOSE: &str = "ETag, X-Request-Id, Retry-After, Content-Disposition";
+const OWNER_EXPOSE: &str = "ETag, X-Request-Id, Retry-After, Content-Disposition, Link";
 /// What any origin may read of a public answer.
 const PUBLIC_EXPOSE: &str = "ETag, X-Request-Id";
 /// The request headers an owner preflight grants.

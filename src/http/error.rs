@@ -141,6 +141,9 @@ pub enum ApiError {
     /// A response could not be rendered.
     #[error("rendering the response")]
     Render(#[from] serde_json::Error),
+    /// A response header could not be built.
+    #[error("building a response header")]
+    Header(#[from] hyper::header::InvalidHeaderValue),
     /// The handler panicked.
     #[error("the handler panicked: {0}")]
     Panic(String),
@@ -345,6 +348,7 @@ impl ApiError {
             | Self::Write(_)
             | Self::IdentityProvider(_)
             | Self::Render(_)
+            | Self::Header(_)
             | Self::Compress(_)
             | Self::Panic(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

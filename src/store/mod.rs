@@ -29,8 +29,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use crate::domain::{
-    Aggregate, BucketPlan, Device, DeviceId, DevicePatch, DeviceUuid, KeyHash, LatestLocated,
-    OwnerId, RawReading, ReadingId, StoredReading,
+    Aggregate, BucketPlan, Device, DeviceId, DevicePage, DevicePatch, DeviceUuid, KeyHash,
+    LatestLocated, OwnerId, PagedDevices, RawReading, ReadingId, StoredReading,
 };
 
 /// A fault of a storage backend.
@@ -128,6 +128,14 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
 
     /// The owner's devices, by `created_at`, then `id`.
     async fn list(&self, owner: &OwnerId) -> Result<Vec<Device>, StoreError>;
+
+    /// One page of [`list`](Self::list): the owner's devices after the page's cursor, in the
+    /// same order, found by seeking the index on (owner, `created_at`, `id`), never by an offset.
+    async fn list_page(
+        &self,
+        owner: &OwnerId,
+        page: &DevicePage,
+    ) -> Result<PagedDevices, StoreError>;
 
     /// One of the owner's devices.
     async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError>;

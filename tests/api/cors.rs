@@ -45,7 +45,7 @@ fn assert_owner_cors(response: &Response, what: &str) {
     );
     assert_eq!(
         header(response, "access-control-expose-headers").as_deref(),
-        Some("ETag, X-Request-Id, Retry-After, Content-Disposition"),
+        Some("ETag, X-Request-Id, Retry-After, Content-Disposition, Link"),
         "Access-Control-Expose-Headers on {what}"
     );
     assert!(

@@ -33,6 +33,7 @@ mod logs;
 mod map_formats;
 mod metrics;
 mod openapi;
+mod paging;
 mod privacy;
 mod properties;
 mod public;

@@ -206,6 +206,8 @@ fn query() -> impl Strategy<Value = String> {
         "start",
         "end",
         "bbox",
+        "limit",
+        "cursor",
     ]);
     let value = prop_oneof![
         ".{0,16}",
@@ -223,6 +225,10 @@ fn query() -> impl Strategy<Value = String> {
             "month",
             "-10.5,35,30,60",
             "170,-50,-170,-10",
+            "1",
+            "1000",
+            "1001",
+            "0",
         ])
         .prop_map(str::to_owned),
     ];
@@ -239,7 +245,7 @@ fn query() -> impl Strategy<Value = String> {
 }
 
 #[tokio::test]
-async fn any_query_of_a_reading_route_is_answered_or_refused_with_a_4xx_problem() {
+async fn any_query_of_a_route_that_reads_its_query_is_answered_or_refused_with_a_4xx_problem() {
     let app = TestApp::spawn().await;
     let device = app
         .register(
@@ -251,6 +257,7 @@ async fn any_query_of_a_reading_route_is_answered_or_refused_with_a_4xx_problem(
         .await;
     let id = device["id"].as_str().expect("id").to_owned();
     let routes = vec![
+        "/devices".to_owned(),
         format!("/devices/{id}/historical"),
         format!("/devices/{id}/readings"),
         "/air-quality/historical".to_owned(),

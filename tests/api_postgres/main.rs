@@ -48,6 +48,9 @@ mod metrics;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_postgres)]
+#[path = "../api/paging.rs"]
+mod paging;
+#[cfg(airq_test_postgres)]
 #[path = "../api/privacy.rs"]
 mod privacy;
 #[cfg(airq_test_postgres)]

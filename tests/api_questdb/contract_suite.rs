@@ -36,6 +36,9 @@ mod metrics;
 #[path = "../api/openapi.rs"]
 mod openapi;
 #[cfg(airq_test_questdb)]
+#[path = "../api/paging.rs"]
+mod paging;
+#[cfg(airq_test_questdb)]
 #[path = "../api/privacy.rs"]
 mod privacy;
 #[cfg(airq_test_questdb)]

@@ -1,11 +1,17 @@
 //! The device registry: register, list, show, change, rotate the key, delete.
 //!
 //! Rotation and deletion evict the device's cached credentials before answering, so the old key
-//! is refused from the very next upload.
+//! is refused from the very next upload. The list is paged when asked (`limit`, `cursor`; see
+//! [`crate::domain::paging`]), whole otherwise.
 
+use hyper::header::{HeaderValue, LINK};
 use hyper::StatusCode;
 
-use crate::domain::{Device, DeviceId, DeviceKey, DevicePatch, DeviceUuid, Registration};
+use crate::domain::paging::{CURSOR, LIMIT};
+use crate::domain::{
+    Device, DeviceCursor, DeviceId, DeviceKey, DevicePage, DevicePatch, DeviceUuid, QueryParams,
+    Registration,
+};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::DeviceView;
@@ -39,11 +45,33 @@ pub async fn register(request: Request, state: &AppState) -> Result<Response, Ap
     )
 }
 
-/// `GET /devices`: the owner's devices, oldest first.
+/// `GET /devices[?limit=N[&cursor=C]]`: the owner's devices, oldest first; with `limit`, one
+/// page of them and, while more remain, a `Link` to the next.
 pub async fn list(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
-    let devices = state.devices.list(&owner).await?;
-    respond::data(devices.iter().map(DeviceView::new).collect::<Vec<_>>())
+    let Some(page) = DevicePage::parse(&QueryParams::parse(request.uri().query()))? else {
+        let devices = state.devices.list(&owner).await?;
+        return respond::data(devices.iter().map(DeviceView::new).collect::<Vec<_>>());
+    };
+    let paged = state.devices.list_page(&owner, &page).await?;
+    let views: Vec<_> = paged.devices.iter().map(DeviceView::new).collect();
+    let mut response = respond::data(views)?;
+    if let Some(next) = paged.next {
+        response
+            .headers_mut()
+            .insert(LINK, next_link(page.limit(), next)?);
+    }
+    Ok(response)
+}
+
+/// `Link: </api/v1/devices?limit=N&cursor=C>; rel="next"`, a reference relative to the host
+/// like the pages' own links (a cursor is URL-safe as it is).
+fn next_link(limit: u16, next: DeviceCursor) -> Result<HeaderValue, ApiError> {
+    let target = format!(
+        "</api/v1/devices?{LIMIT}={limit}&{CURSOR}={}>; rel=\"next\"",
+        next.encode()
+    );
+    Ok(HeaderValue::try_from(target)?)
 }
 
 /// `GET /devices/{id}`.

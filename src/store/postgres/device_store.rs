@@ -7,7 +7,10 @@ use tokio_postgres::Row;
 
 use super::bounded::BoundedPool;
 use super::CREDENTIALS_CHANNEL;
-use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
+use crate::domain::{
+    Device, DeviceFlags, DeviceId, DevicePage, DevicePatch, DeviceUuid, KeyHash, OwnerId,
+    PagedDevices,
+};
 use crate::store::device_record::{DeviceRecord, COLUMNS};
 use crate::store::{DeviceStore, KeyRecord, StoreError};
 
@@ -130,6 +133,51 @@ impl DeviceStore for PostgresDevices {
                 devices(&client.query(&statement, &[&owner.as_str()]).await?)
             })
             .await
+    }
+
+    async fn list_page(
+        &self,
+        owner: &OwnerId,
+        page: &DevicePage,
+    ) -> Result<PagedDevices, StoreError> {
+        let fetch = i64::from(page.fetch());
+        let rows = self
+            .bounded
+            .run(async |client| {
+                // A row-value seek on devices_by_owner (owner, created_at, id).
+                Ok(match page.after() {
+                    None => {
+                        let statement = client
+                            .prepare_cached(&format!(
+                                "SELECT {COLUMNS} FROM devices WHERE owner = $1 \
+                                 ORDER BY created_at, id LIMIT $2"
+                            ))
+                            .await?;
+                        client.query(&statement, &[&owner.as_str(), &fetch]).await?
+                    }
+                    Some(after) => {
+                        let statement = client
+                            .prepare_cached(&format!(
+                                "SELECT {COLUMNS} FROM devices WHERE owner = $1 \
+                                 AND (created_at, id) > ($2, $3) ORDER BY created_at, id LIMIT $4"
+                            ))
+                            .await?;
+                        client
+                            .query(
+                                &statement,
+                                &[
+                                    &owner.as_str(),
+                                    &after.created_at(),
+                                    &after.id().as_uuid(),
+                                    &fetch,
+                                ],
+                            )
+                            .await?
+                    }
+                })
+            })
+            .await?;
+        Ok(page.finish(devices(&rows)?))
     }
 
     async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {

@@ -8,7 +8,10 @@ use rusqlite::{params, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::{from_micros, to_micros, Sqlite};
-use crate::domain::{Device, DeviceFlags, DeviceId, DevicePatch, DeviceUuid, KeyHash, OwnerId};
+use crate::domain::{
+    Device, DeviceFlags, DeviceId, DevicePage, DevicePatch, DeviceUuid, KeyHash, OwnerId,
+    PagedDevices,
+};
 use crate::store::device_record::{DeviceRecord, COLUMNS};
 use crate::store::{DeviceStore, KeyRecord, StoreError};
 
@@ -137,6 +140,49 @@ impl DeviceStore for SqliteDevices {
                 devices
             })
             .await
+    }
+
+    async fn list_page(
+        &self,
+        owner: &OwnerId,
+        page: &DevicePage,
+    ) -> Result<PagedDevices, StoreError> {
+        let owner = owner.as_str().to_owned();
+        let page = *page;
+        let devices = self
+            .db
+            .read(move |connection| {
+                // A row-value seek on devices_by_owner (owner, created_at, id).
+                let devices = match page.after() {
+                    None => collect(
+                        connection
+                            .prepare_cached(&format!(
+                                "SELECT {COLUMNS} FROM devices WHERE owner = ?1 \
+                                 ORDER BY created_at, id LIMIT ?2"
+                            ))?
+                            .query_map(params![owner, page.fetch()], DeviceRow::read)?,
+                    ),
+                    Some(after) => collect(
+                        connection
+                            .prepare_cached(&format!(
+                                "SELECT {COLUMNS} FROM devices WHERE owner = ?1 \
+                                 AND (created_at, id) > (?2, ?3) ORDER BY created_at, id LIMIT ?4"
+                            ))?
+                            .query_map(
+                                params![
+                                    owner,
+                                    to_micros(after.created_at()),
+                                    after.id().to_string(),
+                                    page.fetch()
+                                ],
+                                DeviceRow::read,
+                            )?,
+                    ),
+                };
+                devices
+            })
+            .await?;
+        Ok(page.finish(devices))
     }
 
     async fn get(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {
