@@ -277,9 +277,20 @@ pub struct TokenArgs {
     /// Lifetime: a number with a unit, s, m, h or d (`90m`, `30d`).
     #[arg(long, default_value = "30d", value_parser = parse_ttl)]
     pub ttl: Duration,
-    /// The data directory whose local issuer signs the token.
+    /// The data directory whose local issuer signs the token (unless a shared secret is given).
     #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
     pub data_dir: PathBuf,
+    /// Sign with this HS256 secret, the one the servers verify with (`serve
+    /// --auth-hs256-secret`), instead of the data directory's: replicas without an identity
+    /// provider then share one issuer.
+    #[arg(long, env = "AIRQ_AUTH_HS256_SECRET", hide_env_values = true, value_parser = parse_hs256_secret)]
+    pub auth_hs256_secret: Option<String>,
+    /// The `iss` the servers require (`serve --auth-issuer`); only with --auth-hs256-secret.
+    #[arg(long, env = "AIRQ_AUTH_ISSUER", requires = "auth_hs256_secret")]
+    pub auth_issuer: Option<String>,
+    /// The `aud` the servers require (`serve --auth-audience`); only with --auth-hs256-secret.
+    #[arg(long, env = "AIRQ_AUTH_AUDIENCE", requires = "auth_hs256_secret")]
+    pub auth_audience: Option<String>,
 }
 
 fn parse_hs256_secret(text: &str) -> Result<String, String> {

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use airq::auth::local::SharedSecretIssuer;
 use airq::auth::LocalIssuer;
 use airq::clock::SystemClock;
 use airq::config::{Cli, Command, Config, ServeArgs, TokenArgs};
@@ -31,10 +32,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints a token, alone on stdout, so `TOKEN=$(airq token alice)` works.
+/// Prints a token, alone on stdout, so `TOKEN=$(airq token alice)` works: signed with the
+/// shared secret when one is given, else with the data directory's.
 fn token(args: &TokenArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let issuer = LocalIssuer::open(&args.data_dir)?;
-    println!("{}", issuer.mint(args.owner.as_str(), args.ttl)?);
+    let token = match &args.auth_hs256_secret {
+        Some(secret) => {
+            SharedSecretIssuer::new(secret, args.auth_issuer.clone(), args.auth_audience.clone())
+                .mint(args.owner.as_str(), args.ttl)?
+        }
+        None => LocalIssuer::open(&args.data_dir)?.mint(args.owner.as_str(), args.ttl)?,
+    };
+    println!("{token}");
     Ok(())
 }
 

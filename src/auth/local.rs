@@ -45,10 +45,76 @@ impl std::fmt::Debug for LocalIssuer {
 
 #[derive(Serialize)]
 struct Claims<'a> {
-    iss: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    iss: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aud: Option<&'a str>,
     sub: &'a str,
     iat: u64,
     exp: u64,
+}
+
+/// HS256 tokens signed with a secret shared with the servers (`--auth-hs256-secret`), for
+/// deployments without an identity provider: `airq token` mints them so every replica accepts
+/// them, with the `iss` and `aud` the servers require.
+pub struct SharedSecretIssuer {
+    key: EncodingKey,
+    issuer: Option<String>,
+    audience: Option<String>,
+}
+
+impl std::fmt::Debug for SharedSecretIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedSecretIssuer")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SharedSecretIssuer {
+    /// Signs with `secret`, naming `issuer` and `audience` when given.
+    pub fn new(secret: &str, issuer: Option<String>, audience: Option<String>) -> Self {
+        Self {
+            key: EncodingKey::from_secret(secret.as_bytes()),
+            issuer,
+            audience,
+        }
+    }
+
+    /// A token for `owner`, valid for `ttl` from now.
+    pub fn mint(&self, owner: &str, ttl: Duration) -> Result<String, LocalIssuerError> {
+        sign(
+            &self.key,
+            self.issuer.as_deref(),
+            self.audience.as_deref(),
+            owner,
+            ttl,
+        )
+    }
+}
+
+/// A token for `owner` valid for `ttl` from now (system time, as the verifier uses), signed
+/// with `key`.
+fn sign(
+    key: &EncodingKey,
+    iss: Option<&str>,
+    aud: Option<&str>,
+    owner: &str,
+    ttl: Duration,
+) -> Result<String, LocalIssuerError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let claims = Claims {
+        iss,
+        aud,
+        sub: owner,
+        iat: now,
+        exp: now.saturating_add(ttl.as_secs()),
+    };
+    Ok(jsonwebtoken::encode(&Header::default(), &claims, key)?)
 }
 
 impl LocalIssuer {
@@ -89,21 +155,13 @@ impl LocalIssuer {
 
     /// A token for `owner`, valid for `ttl` from now (system time, as the verifier uses).
     pub fn mint(&self, owner: &str, ttl: Duration) -> Result<String, LocalIssuerError> {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        let claims = Claims {
-            iss: Self::ISSUER,
-            sub: owner,
-            iat: now,
-            exp: now.saturating_add(ttl.as_secs()),
-        };
-        Ok(jsonwebtoken::encode(
-            &Header::default(),
-            &claims,
+        sign(
             &EncodingKey::from_secret(&self.secret),
-        )?)
+            Some(Self::ISSUER),
+            None,
+            owner,
+            ttl,
+        )
     }
 
     /// The key that verifies this issuer's tokens.

@@ -40,7 +40,10 @@ pub async fn owner(request: &Request, state: &AppState) -> Result<OwnerId, ApiEr
         .authenticate(token)
         .await
         .map_err(|error| match error {
-            AuthError::KeysUnavailable(cause) => ApiError::IdentityProvider(cause),
+            AuthError::KeysUnavailable(cause) => {
+                state.metrics.identity_provider_failed();
+                ApiError::IdentityProvider(cause)
+            }
             other => refuse("the bearer token is invalid or expired", Some(other)),
         })?;
     remember(request, Identity::Owner(owner.clone()));

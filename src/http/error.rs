@@ -28,6 +28,9 @@ pub const VALIDATION_TYPE: &str = "urn:airq:problem:validation";
 pub const MALFORMED_TYPE: &str = "urn:airq:problem:malformed-body";
 /// `type` of every other problem.
 pub const BLANK_TYPE: &str = "about:blank";
+/// `Retry-After` of an owner request whose token cannot be checked for want of the identity
+/// provider's keys (a refetch is tried on the next request).
+const IDENTITY_PROVIDER_RETRY_SECS: u64 = 5;
 /// `Retry-After` of an export refused for want of a slot: about as long as a small export takes.
 const EXPORT_RETRY_SECS: u64 = 5;
 
@@ -123,7 +126,8 @@ pub enum ApiError {
     /// The batch writer could not commit the reading.
     #[error("storing the reading")]
     Write(#[from] WriteError),
-    /// The identity provider's keys are unavailable.
+    /// The identity provider's keys are unavailable: 503, not the client's fault nor a 500 of
+    /// ours, and counted (`airq_identity_provider_failures_total`).
     #[error("identity provider unavailable")]
     IdentityProvider(#[source] JwksError),
     /// A dependency is not ready (for `/readyz`).
@@ -343,10 +347,22 @@ impl ApiError {
                 "Service Unavailable",
                 format!("a store does not answer; request id {request_id}"),
             ),
+            Self::IdentityProvider(_) => {
+                headers.push((RETRY_AFTER, HeaderValue::from(IDENTITY_PROVIDER_RETRY_SECS)));
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    BLANK_TYPE,
+                    "Service Unavailable",
+                    format!(
+                        "the identity provider's signing keys cannot be fetched, so no owner token \
+                         can be checked (the log says why); retry after \
+                         {IDENTITY_PROVIDER_RETRY_SECS} s; request id {request_id}"
+                    ),
+                )
+            }
             Self::Store(_)
             | Self::Shared(_)
             | Self::Write(_)
-            | Self::IdentityProvider(_)
             | Self::Render(_)
             | Self::Header(_)
             | Self::Compress(_)

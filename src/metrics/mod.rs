@@ -117,6 +117,7 @@ pub struct ServerMetrics {
     write_failed_at: std::sync::Mutex<Option<std::time::Instant>>,
     flush_retries: Counter,
     write_stalls: Counter,
+    identity_provider_failures: Counter,
     flush_seconds: Counter<f64, AtomicU64>,
     queued: Gauge,
     rate_limited: [Counter; Limit::ALL.len()],
@@ -179,6 +180,11 @@ impl Default for ServerMetrics {
             &mut registry,
             "airq_http_write_stalls",
             "Connections closed because their client read nothing of the answer for the write timeout",
+        );
+        let identity_provider_failures = counter(
+            &mut registry,
+            "airq_identity_provider_failures",
+            "Owner requests answered 503 because the identity provider's keys could not be fetched",
         );
         let flush_seconds = Counter::<f64, AtomicU64>::default();
         registry.register(
@@ -254,6 +260,7 @@ impl Default for ServerMetrics {
             write_failed_at: std::sync::Mutex::new(None),
             flush_retries,
             write_stalls,
+            identity_provider_failures,
             flush_seconds,
             queued,
             fold_backlog,
@@ -318,6 +325,12 @@ impl ServerMetrics {
     /// Counts a retried flush.
     pub fn flush_retried(&self) {
         self.flush_retries.inc();
+    }
+
+    /// Counts an owner request whose token could not be checked for want of the identity
+    /// provider's keys.
+    pub fn identity_provider_failed(&self) {
+        self.identity_provider_failures.inc();
     }
 
     /// Counts a connection closed because its client stopped reading.

@@ -851,7 +851,7 @@ async fn jwks_owners_see_only_their_own_devices() {
 }
 
 #[tokio::test]
-async fn an_unreachable_jwks_endpoint_is_a_500_problem() {
+async fn an_unreachable_jwks_endpoint_is_a_503_problem() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/jwks.json", closed.local_addr().unwrap());
     drop(closed);
@@ -864,7 +864,7 @@ async fn an_unreachable_jwks_endpoint_is_a_500_problem() {
             response.headers().get("www-authenticate").is_none(),
             "not a credential problem"
         );
-        let body = problem(response, 500).await;
+        let body = problem(response, 503).await;
         assert_eq!(body["type"], "about:blank");
     }
     // A request without any token is still the client's problem.

@@ -127,6 +127,83 @@ fn token_reuses_the_secret_of_the_data_dir() {
     );
 }
 
+/// A secret the servers of a deployment without an identity provider share.
+const SHARED_SECRET: &str = "replicas share this secret of at least 32 bytes";
+
+/// `airq token alice` in an empty directory with the shared secret's variables `env`.
+fn shared_secret_token(env: &[(&str, &str)]) -> (tempfile::TempDir, Output) {
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let mut command = airq(dir.path(), &["token", "alice"]);
+    command.envs(env.iter().copied());
+    let output = run(command);
+    (dir, output)
+}
+
+#[tokio::test]
+async fn a_cli_token_signed_with_the_shared_secret_is_accepted_by_every_server_configured_with_it()
+{
+    let configure = |config: &mut airq::Config| {
+        config.owner_auth = airq::config::OwnerAuth::SharedSecret(SHARED_SECRET.into());
+        config.auth_issuer = Some("https://airq.example".into());
+        config.auth_audience = Some("airq".into());
+    };
+    let app = TestApp::spawn_with(configure).await;
+    let replica = TestApp::spawn_with(configure).await;
+    let (dir, output) = shared_secret_token(&[
+        ("AIRQ_AUTH_HS256_SECRET", SHARED_SECRET),
+        ("AIRQ_AUTH_ISSUER", "https://airq.example"),
+        ("AIRQ_AUTH_AUDIENCE", "airq"),
+    ]);
+    let token = token_of(&output);
+    assert_eq!(payload(&token)["iss"], "https://airq.example");
+    assert_eq!(payload(&token)["aud"], "airq");
+    for server in [&app, &replica] {
+        let response = server
+            .client
+            .get(server.url("/devices"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(
+            response.status(),
+            200,
+            "a replica with the same secret accepts it"
+        );
+    }
+    assert!(
+        !dir.path().join("airq-data").exists(),
+        "a shared secret needs no data dir"
+    );
+    // Without the audience the servers require, the token is refused.
+    let (_dir, output) = shared_secret_token(&[
+        ("AIRQ_AUTH_HS256_SECRET", SHARED_SECRET),
+        ("AIRQ_AUTH_ISSUER", "https://airq.example"),
+    ]);
+    let response = app
+        .client
+        .get(app.url("/devices"))
+        .bearer_auth(token_of(&output))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 401);
+}
+
+#[test]
+fn a_cli_token_refuses_a_short_shared_secret_or_an_issuer_without_one() {
+    let (_dir, output) = shared_secret_token(&[("AIRQ_AUTH_HS256_SECRET", "short")]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 32 bytes"));
+    assert!(output.stdout.is_empty());
+    let (_dir, output) = shared_secret_token(&[("AIRQ_AUTH_ISSUER", "https://airq.example")]);
+    assert!(
+        !output.status.success(),
+        "an issuer alone would mint a local token that names it"
+    );
+    assert!(output.stdout.is_empty());
+}
+
 #[tokio::test]
 async fn a_cli_token_authenticates_against_a_server_on_the_same_data_dir() {
     let app = TestApp::spawn().await;

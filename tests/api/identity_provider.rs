@@ -138,13 +138,27 @@ async fn a_configuration_without_jwks_uri_stops_the_start() {
 }
 
 #[tokio::test]
-async fn an_issuer_unreachable_at_start_does_not_stop_it_and_owner_routes_answer_500() {
+async fn an_issuer_unreachable_at_start_does_not_stop_it_and_owner_routes_answer_503() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let issuer = format!("http://{}{REALM}", closed.local_addr().expect("address"));
     drop(closed);
     let app = TestApp::spawn_with(discover(&issuer)).await;
-    let body = problem(list_devices(&app, &token(&issuer, "alice")).await, 500).await;
+    let response = list_devices(&app, &token(&issuer, "alice")).await;
+    assert!(response.headers().contains_key("retry-after"));
+    let body = problem(response, 503).await;
     assert_eq!(body["type"], "about:blank");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("identity provider")),
+        "{body}"
+    );
+    let scrape = crate::metrics::Scrape::of(&app).await;
+    assert_eq!(
+        scrape.counter("airq_identity_provider_failures", &[]),
+        1.0,
+        "counted"
+    );
     app.stop().await;
 }
 
@@ -192,7 +206,7 @@ async fn a_jwks_over_https_from_a_ca_neither_public_nor_configured_is_not_truste
         ))
         .await;
         let response = list_devices(&app, &token(HTTPS_ISSUER, "alice")).await;
-        assert_eq!(problem(response, 500).await["type"], "about:blank");
+        assert_eq!(problem(response, 503).await["type"], "about:blank");
         app.stop().await;
     }
 }

@@ -190,6 +190,7 @@ async fn the_scrape_is_openmetrics_with_every_documented_family() {
         ("airq_batches_failed", OpenMetricsType::Counter),
         ("airq_flush_retries", OpenMetricsType::Counter),
         ("airq_http_write_stalls", OpenMetricsType::Counter),
+        ("airq_identity_provider_failures", OpenMetricsType::Counter),
         ("airq_flush_seconds", OpenMetricsType::Counter),
         ("airq_writer_queued_readings", OpenMetricsType::Gauge),
         ("airq_rate_limited", OpenMetricsType::Counter),
