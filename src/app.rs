@@ -82,6 +82,9 @@ pub struct Application {
     _sweeper: SweeperGuard,
     /// This server's claim on its data directory; dropped last, after the stores it guards.
     _data_dir: DataDirLock,
+    /// What the start log tells a person: where the data lives, and whether `airq token` mints
+    /// tokens this server accepts.
+    greeting: Greeting,
 }
 
 impl Application {
@@ -210,6 +213,10 @@ impl Application {
             _listener: postgres.map(|(_, listener)| listener),
             _sweeper: sweeper,
             _data_dir: data_dir,
+            greeting: Greeting {
+                data_dir: config.data_dir.clone(),
+                local_tokens: matches!(config.owner_auth, crate::auth::OwnerAuth::Local),
+            },
         })
     }
 
@@ -220,7 +227,7 @@ impl Application {
 
     /// Serves until `shutdown` completes, then drains in-flight requests and the batch writer.
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
-        tracing::info!(address = %self.address, "airq listening");
+        self.greeting.log(self.address);
         // `serve` drops the last handle to the state, and with it the batch writer's queue, once
         // every connection is done (or closed after the shutdown timeout); the writer then
         // commits what it holds and stops.
@@ -232,6 +239,34 @@ impl Application {
             // The writer may still append to the log until the process ends: the data directory
             // stays locked until then, so no second server opens it meanwhile.
             std::mem::forget(self._data_dir);
+        }
+    }
+}
+
+/// The start log's facts for a person reading it.
+#[derive(Debug)]
+struct Greeting {
+    data_dir: std::path::PathBuf,
+    local_tokens: bool,
+}
+
+impl Greeting {
+    /// Names the URL, the version and the data directory, and how to mint an owner token when
+    /// the data directory's issuer signs them.
+    fn log(&self, address: SocketAddr) {
+        let url = format!("http://{address}/");
+        tracing::info!(
+            %address,
+            %url,
+            version = env!("CARGO_PKG_VERSION"),
+            data_dir = %self.data_dir.display(),
+            "airq listening on {url} (the front page links the map, the API and the health checks)"
+        );
+        if self.local_tokens {
+            tracing::info!(
+                "owner tokens: `airq token OWNER --data-dir {}` prints one this server accepts",
+                self.data_dir.display()
+            );
         }
     }
 }

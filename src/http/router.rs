@@ -95,6 +95,12 @@ pub static ROUTES: &[Route] = &[
     // pages for people
     Route {
         method: Method::GET,
+        path: "/",
+        access: Access::Page,
+        handler: |request, _, _| Box::pin(async move { web::home::show(&request) }),
+    },
+    Route {
+        method: Method::GET,
         path: "/map",
         access: Access::Page,
         handler: |request, state, _| Box::pin(async move { web::map_page::show(&request, state) }),

@@ -1,4 +1,4 @@
-//! Pages for people, apart from the JSON API: the live map (`/map`), the public device page
+//! Pages for people, apart from the JSON API: the front door (`/`), the live map (`/map`), the public device page
 //! (`/devices/{id}`), the embeddable AQI badge (`/api/v1/public/devices/{id}/badge.svg`) and the
 //! not-found page they share.
 //!
@@ -13,6 +13,7 @@
 pub mod badge;
 pub mod chart;
 pub mod device_page;
+pub mod home;
 pub mod layout;
 pub mod map_page;
 pub mod not_found;

@@ -32,6 +32,28 @@ fn request(address: &str, target: &str, headers: &[(&str, &str)]) -> u16 {
 }
 
 #[test]
+fn the_start_log_names_the_url_the_version_the_data_dir_and_how_to_mint_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, address) = serve(dir.path(), |command| {
+        command.env("AIRQ_LOG_FORMAT", "json");
+    });
+    let hint = server.wait_for(|line| line.contains("owner tokens"));
+    let lines = server.finish();
+    let start: Value = lines
+        .iter()
+        .find(|line| line.contains("airq listening"))
+        .and_then(|line| serde_json::from_str(line).ok())
+        .expect("the start line");
+    assert_eq!(start["url"], format!("http://{address}/"));
+    assert_eq!(start["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(start["data_dir"], DATA_DIR);
+    assert!(
+        hint.contains(&format!("airq token OWNER --data-dir {DATA_DIR}")),
+        "{hint}"
+    );
+}
+
+#[test]
 fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
     let dir = tempfile::tempdir().unwrap();
     let token = token(dir.path(), DATA_DIR, "alice");

@@ -66,6 +66,55 @@ async fn device_with_readings(
 }
 
 #[tokio::test]
+async fn the_front_page_says_what_airq_is_and_links_the_map_the_api_and_the_health_checks() {
+    let app = TestApp::spawn().await;
+    let page = html(page(&app, "/", None).await).await;
+    assert!(page.contains("fleets of air-quality sensors"));
+    for link in [
+        "href=\"/map\"",
+        "href=\"/api/v1/openapi.json\"",
+        "href=\"/healthz\"",
+        "href=\"/readyz\"",
+        "href=\"/metrics\"",
+    ] {
+        assert!(page.contains(link), "{link}");
+    }
+    assert!(page.contains("airq token alice"), "the first steps");
+    assert!(page.contains(&format!("airq {}", env!("CARGO_PKG_VERSION"))));
+    // Every link the page shows answers.
+    for path in [
+        "/map",
+        "/api/v1/openapi.json",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        let response = app
+            .client
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(response.status(), 200, "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_front_page_answers_304_to_its_entity_tag() {
+    let app = TestApp::spawn().await;
+    let first = page(&app, "/", None).await;
+    let etag = first.headers()["etag"].clone();
+    let again = app
+        .client
+        .get(format!("{}/", app.base))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(again.status(), 304);
+}
+
+#[tokio::test]
 async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_legend() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
