@@ -614,6 +614,58 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
     }
 }
 
+#[tokio::test]
+async fn an_export_of_more_unfolded_readings_than_a_page_holds_comes_whole_in_order() {
+    let app = app_folding_every(1_000_000).await;
+    let device = app.register_named("alice", "balcony").await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    let first = Utc::now() - TimeDelta::days(2);
+    // 12,000 unfolded readings, more than two export pages (5,000 rows each), out of order.
+    for chunk in (0..12_000).rev().collect::<Vec<i64>>().chunks(1_000) {
+        let readings: Vec<Value> = chunk
+            .iter()
+            .map(|&second| {
+                measured(
+                    sample_with(second % 500, 1.0, 20.0),
+                    first + TimeDelta::seconds(second),
+                )
+            })
+            .collect();
+        let response = post_batch(&app, &device, &json!({ "readings": readings })).await;
+        assert_eq!(response.status(), 201);
+    }
+    assert_eq!(folded(&app), 0, "nothing is folded");
+    let query = format!(
+        "start={}&end={}",
+        form_urlencoded::byte_serialize(first.to_rfc3339().as_bytes()).collect::<String>(),
+        form_urlencoded::byte_serialize(Utc::now().to_rfc3339().as_bytes()).collect::<String>()
+    );
+    let response = app
+        .owner_request(
+            reqwest::Method::GET,
+            &format!("/devices/{id}/readings?{query}"),
+            "alice",
+        )
+        .header("accept", "application/x-ndjson")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("text");
+    let aqis: Vec<i64> = text
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).expect("json")["aqi"]
+                .as_i64()
+                .expect("aqi")
+        })
+        .collect();
+    assert_eq!(
+        aqis,
+        (0..12_000).map(|second| second % 500).collect::<Vec<_>>()
+    );
+}
+
 /// A custom range's points: each label with every metric (name, value).
 pub(crate) type Points = Vec<(String, Vec<(String, f64)>)>;
 
