@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::common::{problem, sample_with, TestApp};
-use crate::metrics::Scrape;
+use crate::common::{problem, TestApp};
+use crate::metrics::{upload_batch, Scrape};
 
 /// How long a test waits for what must happen before it fails instead of hanging.
 const GUARD: Duration = Duration::from_secs(60);
@@ -26,18 +26,8 @@ async fn device_with_a_long_export(app: &TestApp) -> Value {
             json!({"name": "long", "is_public": true, "is_location_public": true}),
         )
         .await;
-    let readings = vec![sample_with(42, 9.8, 21.5); 1_000];
     for _ in 0..60 {
-        let response = app
-            .client
-            .post(app.url("/data/batch"))
-            .header("x-device-id", device["device_id"].as_str().expect("id"))
-            .header("x-device-key", device["device_key"].as_str().expect("key"))
-            .json(&json!({ "readings": readings }))
-            .send()
-            .await
-            .expect("request sent");
-        assert_eq!(response.status(), 201, "batch stored");
+        upload_batch(app, &device, 1_000).await;
     }
     device
 }

@@ -147,7 +147,7 @@ impl Scrape {
 }
 
 /// `POST /data/batch` of `count` readings for `device`; expects 201.
-async fn upload_batch(app: &TestApp, device: &Value, count: usize) {
+pub(crate) async fn upload_batch(app: &TestApp, device: &Value, count: usize) {
     let readings: Vec<Value> = (0..count).map(|_| sample()).collect();
     let response = app
         .client

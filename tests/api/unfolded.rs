@@ -571,27 +571,7 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
     assert_eq!(response.status(), 201);
     assert_eq!(folded(&app), 6_000, "the rest is unfolded");
 
-    let query = format!(
-        "start={}&end={}",
-        form_urlencoded::byte_serialize(first.to_rfc3339().as_bytes()).collect::<String>(),
-        form_urlencoded::byte_serialize(now.to_rfc3339().as_bytes()).collect::<String>()
-    );
-    let response = app
-        .owner_request(
-            reqwest::Method::GET,
-            &format!("/devices/{id}/readings?{query}"),
-            "alice",
-        )
-        .header("accept", "application/x-ndjson")
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(response.status(), 200);
-    let text = response.text().await.expect("text");
-    let rows: Vec<Value> = text
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("json"))
-        .collect();
+    let rows = exported(&app, &id, first, now).await;
     let mut expected: Vec<(i64, i64)> = (0..6_000).map(|n| (n * 2, 10)).collect();
     expected.extend(odd.iter().map(|minute| (*minute, 20)));
     expected.sort_unstable();
@@ -635,10 +615,23 @@ async fn an_export_of_more_unfolded_readings_than_a_page_holds_comes_whole_in_or
         assert_eq!(response.status(), 201);
     }
     assert_eq!(folded(&app), 0, "nothing is folded");
+    let aqis: Vec<i64> = exported(&app, &id, first, Utc::now())
+        .await
+        .iter()
+        .map(|row| row["aqi"].as_i64().expect("aqi"))
+        .collect();
+    assert_eq!(
+        aqis,
+        (0..12_000).map(|second| second % 500).collect::<Vec<_>>()
+    );
+}
+
+/// alice's NDJSON export of device `id` from `start` to `end`, row by row.
+async fn exported(app: &TestApp, id: &str, start: DateTime<Utc>, end: DateTime<Utc>) -> Vec<Value> {
     let query = format!(
         "start={}&end={}",
-        form_urlencoded::byte_serialize(first.to_rfc3339().as_bytes()).collect::<String>(),
-        form_urlencoded::byte_serialize(Utc::now().to_rfc3339().as_bytes()).collect::<String>()
+        form_urlencoded::byte_serialize(start.to_rfc3339().as_bytes()).collect::<String>(),
+        form_urlencoded::byte_serialize(end.to_rfc3339().as_bytes()).collect::<String>()
     );
     let response = app
         .owner_request(
@@ -652,18 +645,9 @@ async fn an_export_of_more_unfolded_readings_than_a_page_holds_comes_whole_in_or
         .expect("sent");
     assert_eq!(response.status(), 200);
     let text = response.text().await.expect("text");
-    let aqis: Vec<i64> = text
-        .lines()
-        .map(|line| {
-            serde_json::from_str::<Value>(line).expect("json")["aqi"]
-                .as_i64()
-                .expect("aqi")
-        })
-        .collect();
-    assert_eq!(
-        aqis,
-        (0..12_000).map(|second| second % 500).collect::<Vec<_>>()
-    );
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .collect()
 }
 
 /// A custom range's points: each label with every metric (name, value).
