@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use rusqlite::{params, Connection, Row};
 
 use super::ingest::tail::unfolded;
-use super::ingest::Unfolded;
+use super::ingest::{LoggedRow, Unfolded};
 use super::{from_micros, Sqlite};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measure, RawReading};
@@ -84,21 +84,31 @@ fn read_page(
     let bound = (folded.len() >= limit)
         .then(|| folded.last().map(|(key, _)| *key))
         .flatten();
+    let mut candidates: Vec<(Cursor, &LoggedRow)> = unfolded
+        .iter()
+        .map(|row| ((row.at, if row.keyed { 0 } else { row.id }), &**row))
+        .filter(|(key, _)| *key > after && key.0 < end && bound.is_none_or(|bound| *key <= bound))
+        .collect();
+    // Only the `limit` first unfolded keys can be among the page's `limit` first keys: the rest
+    // are not turned into readings at all (a backlog may hold tens of thousands).
+    let mut cut = false;
+    if candidates.len() > limit && limit > 0 {
+        candidates.select_nth_unstable_by_key(limit - 1, |(key, _)| *key);
+        candidates.truncate(limit);
+        cut = true;
+    }
     let mut merged: BTreeMap<Cursor, RawReading> = BTreeMap::new();
-    for row in unfolded {
-        let key = (row.at, if row.keyed { 0 } else { row.id });
-        if key > after && key.0 < end && bound.is_none_or(|bound| key <= bound) {
-            let mut values = [None; COUNT];
-            for measure in Measure::ALL {
-                values[measure.index()] = Some(row.values[measure]);
-            }
-            let reading = RawReading {
-                at: from_micros(row.at)?,
-                values,
-                position: row.location.as_ref().map(|(lat, lon, _)| (*lat, *lon)),
-            };
-            merged.insert(key, reading);
+    for (key, row) in candidates {
+        let mut values = [None; COUNT];
+        for measure in Measure::ALL {
+            values[measure.index()] = Some(row.values[measure]);
         }
+        let reading = RawReading {
+            at: from_micros(row.at)?,
+            values,
+            position: row.location.as_ref().map(|(lat, lon, _)| (*lat, *lon)),
+        };
+        merged.insert(key, reading);
     }
     for (key, reading) in folded {
         // An unfolded row with the same key replaces the folded reading.
@@ -106,8 +116,8 @@ fn read_page(
     }
     // At most `limit` rows a page, unfolded ones included: with a large backlog (up to the
     // fold's bound, 85,000 rows) a page of every unfolded row held about 10 MB for each export
-    // streaming, and the next page starts after the last key kept, whichever kind it was.
-    if merged.len() > limit {
+    // streaming; the next page starts after the last key kept, whichever kind it was.
+    if cut || merged.len() > limit {
         let rows: Vec<(Cursor, RawReading)> = merged.into_iter().take(limit).collect();
         let next = rows.last().map(|(key, _)| *key);
         return Ok((rows.into_iter().map(|(_, reading)| reading).collect(), next));
