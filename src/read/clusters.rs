@@ -78,11 +78,16 @@ pub struct Cluster<'e> {
     pub single: Option<&'e MapEntry>,
 }
 
-/// An entry's place in the Z-order of the finest cells.
+/// An entry's place in the Z-order of the finest cells, with the figures a summary needs, so
+/// that the grid passes read one compact sorted array and never the entries themselves.
 #[derive(Debug, Clone, Copy)]
 struct Placed {
     code: u64,
     entry: usize,
+    lat: f64,
+    lon: f64,
+    aqi: i64,
+    offline: bool,
 }
 
 /// One cell of a zoom's grid.
@@ -112,39 +117,33 @@ impl ClusterIndex {
         bbox: Option<BoundingBox>,
     ) -> Vec<Cluster<'e>> {
         let order = self.order.get_or_init(|| place(entries));
-        let inside = |entry: &MapEntry| {
-            bbox.is_none_or(|bbox| {
-                bbox.contains(entry.latest.position.lat, entry.latest.position.lon)
-            })
-        };
+        let inside =
+            |placed: &&Placed| bbox.is_none_or(|bbox| bbox.contains(placed.lat, placed.lon));
         let level = effective(zoom);
         let Some(grid) = self.grids.get(usize::from(level)) else {
             return order
                 .iter()
+                .filter(inside)
                 .filter_map(|placed| entries.get(placed.entry))
-                .filter(|entry| inside(entry))
                 .map(Cluster::single)
                 .collect();
         };
-        let grid = grid.get_or_init(|| cells(entries, order, level));
+        let grid = grid.get_or_init(|| cells(order, level));
         let mut clusters = Vec::new();
+        let mut scratch = Vec::new();
         for cell in grid {
             let coverage = bbox.map_or(Coverage::Inside, |bbox| bbox.coverage(cell.extent));
-            let members = || {
-                order
-                    .get(cell.members.clone())
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|placed| entries.get(placed.entry))
-            };
+            let members = || order.get(cell.members.clone()).unwrap_or_default().iter();
             let summary = match coverage {
                 Coverage::Outside => continue,
                 Coverage::Inside => Some(cell.summary),
-                Coverage::Partly => summarise(members().filter(|entry| inside(entry))),
+                Coverage::Partly => summarise(members().filter(inside), &mut scratch),
             };
             let Some(summary) = summary else { continue };
             let single = if summary.count == 1 {
-                members().find(|entry| inside(entry))
+                members()
+                    .find(inside)
+                    .and_then(|placed| entries.get(placed.entry))
             } else {
                 None
             };
@@ -177,9 +176,16 @@ fn place(entries: &[MapEntry]) -> Vec<Placed> {
     let mut order: Vec<Placed> = entries
         .iter()
         .enumerate()
-        .map(|(entry, map_entry)| Placed {
-            code: code(map_entry.latest.position.lat, map_entry.latest.position.lon),
-            entry,
+        .map(|(entry, map_entry)| {
+            let (lat, lon) = (map_entry.latest.position.lat, map_entry.latest.position.lon);
+            Placed {
+                code: code(lat, lon),
+                entry,
+                lat,
+                lon,
+                aqi: map_entry.latest.aqi,
+                offline: map_entry.status == Status::Offline,
+            }
         })
         .collect();
     order.sort_unstable_by_key(|placed| (placed.code, placed.entry));
@@ -187,44 +193,36 @@ fn place(entries: &[MapEntry]) -> Vec<Placed> {
 }
 
 /// The grid of zoom `level` (below [`SINGLE_FROM`]): one cell per run of equal cell keys.
-fn cells(entries: &[MapEntry], order: &[Placed], level: u8) -> Vec<Cell> {
+fn cells(order: &[Placed], level: u8) -> Vec<Cell> {
     let shift = 2 * u32::from(BITS - (level + CELL_SHIFT));
     let mut grid = Vec::new();
+    let mut aqis = Vec::new();
     let mut start = 0;
     while let Some(first) = order.get(start) {
         let key = first.code >> shift;
-        let len = order
-            .get(start..)
-            .unwrap_or_default()
+        let run = order.get(start..).unwrap_or_default();
+        let len = run
             .iter()
             .take_while(|placed| placed.code >> shift == key)
             .count();
-        let members = start..start + len;
-        let devices = || {
-            order
-                .get(members.clone())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|placed| entries.get(placed.entry))
-        };
-        if let Some(summary) = summarise(devices()) {
+        let devices = run.get(..len).unwrap_or_default();
+        if let Some(summary) = summarise(devices.iter(), &mut aqis) {
             let mut extent = [
                 f64::INFINITY,
                 f64::INFINITY,
                 f64::NEG_INFINITY,
                 f64::NEG_INFINITY,
             ];
-            for entry in devices() {
-                let (lat, lon) = (entry.latest.position.lat, entry.latest.position.lon);
+            for placed in devices {
                 extent = [
-                    extent[0].min(lon),
-                    extent[1].min(lat),
-                    extent[2].max(lon),
-                    extent[3].max(lat),
+                    extent[0].min(placed.lon),
+                    extent[1].min(placed.lat),
+                    extent[2].max(placed.lon),
+                    extent[3].max(placed.lat),
                 ];
             }
             grid.push(Cell {
-                members,
+                members: start..start + len,
                 summary,
                 extent,
             });
@@ -234,15 +232,19 @@ fn cells(entries: &[MapEntry], order: &[Placed], level: u8) -> Vec<Cell> {
     grid
 }
 
-/// The summary of some devices; `None` when there are none.
-fn summarise<'e>(devices: impl Iterator<Item = &'e MapEntry>) -> Option<Summary> {
-    let mut aqis = Vec::new();
+/// The summary of some devices; `None` when there are none. `aqis` is scratch space, reused
+/// across the cells of a grid (one allocation per grid, not per cell).
+fn summarise<'p>(
+    devices: impl Iterator<Item = &'p Placed>,
+    aqis: &mut Vec<i64>,
+) -> Option<Summary> {
+    aqis.clear();
     let (mut lon, mut lat, mut offline) = (0.0, 0.0, 0);
-    for entry in devices {
-        aqis.push(entry.latest.aqi);
-        lon += entry.latest.position.lon;
-        lat += entry.latest.position.lat;
-        offline += usize::from(entry.status == Status::Offline);
+    for placed in devices {
+        aqis.push(placed.aqi);
+        lon += placed.lon;
+        lat += placed.lat;
+        offline += usize::from(placed.offline);
     }
     let count = aqis.len();
     let aqi_max = aqis.iter().copied().max()?;
@@ -385,7 +387,8 @@ mod tests {
             entry(30, 2.0, 3.0, Status::Online),
             entry(40, 2.0, 3.0, Status::Offline),
         ];
-        let summary = summarise(entries.iter()).expect("a summary");
+        let placed = place(&entries);
+        let summary = summarise(placed.iter(), &mut Vec::new()).expect("a summary");
         assert_eq!(
             summary,
             Summary {
@@ -398,10 +401,10 @@ mod tests {
             }
         );
         assert_eq!(
-            summarise(entries.iter().take(3)).map(|s| s.aqi_median),
+            summarise(placed.iter().filter(|p| p.entry < 3), &mut Vec::new()).map(|s| s.aqi_median),
             Some(30)
         );
-        assert_eq!(summarise(entries.iter().take(0)), None);
+        assert_eq!(summarise(placed.iter().take(0), &mut Vec::new()), None);
     }
 
     #[test]
