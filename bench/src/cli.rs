@@ -44,6 +44,9 @@ pub enum Command {
     Seed(SeedArgs),
     /// Raw readings exports of seeded devices: rows/s, and the server's memory growth.
     Export(ExportArgs),
+    /// The map's clusters at fleet scale, in process: rebuild time per cache period, bytes of a
+    /// world and a city view, time per request from the cache.
+    Map(MapArgs),
     /// Sample a process's resident memory and report the maximum.
     Rss(RssArgs),
 }
@@ -328,6 +331,20 @@ pub enum ExportFormat {
     Ndjson,
     /// `Accept: application/json`.
     Json,
+}
+
+/// `map`.
+#[derive(Debug, Clone, Args)]
+pub struct MapArgs {
+    /// Public located devices on the map.
+    #[arg(long, default_value_t = 100_000)]
+    pub devices: usize,
+    /// Rebuilds of every zoom's grid timed (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    pub rebuilds: usize,
+    /// Requests timed per view and answer (200 gzip, 304) from the cache.
+    #[arg(long, short = 'n', default_value_t = 20_000)]
+    pub requests: usize,
 }
 
 /// `export`.

@@ -23,6 +23,7 @@ mod fleet;
 mod generator;
 mod kill;
 mod load;
+mod map;
 mod reads;
 mod rss;
 mod seed;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
             Command::Reads(args) => reads::run(args).await,
             Command::Seed(args) => seed::run(args).await,
             Command::Export(args) => export::run(args).await,
+            Command::Map(args) => map::run(args).await,
             Command::Rss(args) => {
                 rss::run(
                     args.pid,

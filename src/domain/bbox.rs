@@ -77,10 +77,48 @@ impl BoundingBox {
         lat_inside && lon_inside
     }
 
+    /// Where the positions spanning `extent` (`[west, south, east, north]`, west ≤ east: a span
+    /// that does not cross the antimeridian) lie against this box: all inside, all outside, or
+    /// either (then only a look at each position tells).
+    pub fn coverage(&self, extent: [f64; 4]) -> Coverage {
+        let [west, south, east, north] = extent;
+        if north < self.min_lat || south > self.max_lat {
+            return Coverage::Outside;
+        }
+        let lat_inside = self.min_lat <= south && north <= self.max_lat;
+        // A box across the antimeridian is two spans of longitude; an extent lies in one or the
+        // other, or overlaps one, or neither.
+        let spans: &[(f64, f64)] = if self.min_lon <= self.max_lon {
+            &[(self.min_lon, self.max_lon)]
+        } else {
+            &[(self.min_lon, 180.0), (-180.0, self.max_lon)]
+        };
+        let lon_inside = spans.iter().any(|&(from, to)| from <= west && east <= to);
+        let lon_touches = spans.iter().any(|&(from, to)| west <= to && from <= east);
+        if !lon_touches {
+            Coverage::Outside
+        } else if lon_inside && lat_inside {
+            Coverage::Inside
+        } else {
+            Coverage::Partly
+        }
+    }
+
     /// The box as hashable bits (equal boxes, equal keys), for caches.
     pub fn key(&self) -> [u64; 4] {
         [self.min_lon, self.min_lat, self.max_lon, self.max_lat].map(f64::to_bits)
     }
+}
+
+/// How a set of positions lies against a box ([`BoundingBox::coverage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coverage {
+    /// Every position is inside.
+    Inside,
+    /// No position is inside.
+    Outside,
+    /// Some may be, some may not.
+    Partly,
 }
 
 /// A plain decimal: `-?(0|[1-9][0-9]*)(.[0-9]+)?`.
@@ -162,6 +200,31 @@ mod tests {
         for lon in [169.9, 0.0, -169.9] {
             assert!(!bbox.contains(0.0, lon), "{lon}");
         }
+        Ok(())
+    }
+
+    #[test]
+    fn coverage_of_an_extent() -> Result<(), FieldErrors> {
+        let bbox = BoundingBox::parse("0,10,20,30")?;
+        assert_eq!(bbox.coverage([0.0, 10.0, 20.0, 30.0]), Coverage::Inside);
+        assert_eq!(bbox.coverage([5.0, 15.0, 5.0, 15.0]), Coverage::Inside);
+        assert_eq!(bbox.coverage([-5.0, 15.0, 5.0, 20.0]), Coverage::Partly);
+        assert_eq!(bbox.coverage([5.0, 25.0, 6.0, 35.0]), Coverage::Partly);
+        assert_eq!(bbox.coverage([21.0, 15.0, 25.0, 20.0]), Coverage::Outside);
+        assert_eq!(bbox.coverage([5.0, 31.0, 6.0, 35.0]), Coverage::Outside);
+        let across = BoundingBox::parse("170,-10,-170,10")?;
+        assert_eq!(across.coverage([171.0, 0.0, 180.0, 1.0]), Coverage::Inside);
+        assert_eq!(
+            across.coverage([-180.0, 0.0, -175.0, 1.0]),
+            Coverage::Inside
+        );
+        assert_eq!(
+            across.coverage([-175.0, 0.0, -160.0, 1.0]),
+            Coverage::Partly
+        );
+        assert_eq!(across.coverage([0.0, 0.0, 10.0, 1.0]), Coverage::Outside);
+        // Spans both pieces and the gap between them: only the positions tell.
+        assert_eq!(across.coverage([-175.0, 0.0, 175.0, 1.0]), Coverage::Partly);
         Ok(())
     }
 

@@ -19,10 +19,11 @@ pub mod query;
 pub mod reading;
 pub mod snapshot;
 pub mod timeline;
+pub mod zoom;
 
 pub use aqi::AqiCategory;
 pub use batch::ReadingBatch;
-pub use bbox::BoundingBox;
+pub use bbox::{BoundingBox, Coverage};
 pub use device::{
     is_bidi_control, Device, DeviceFlags, DeviceName, DevicePatch, DeviceUuid, Registration,
 };
@@ -32,7 +33,8 @@ pub use json_document::{Json, JsonArray, JsonDocument, JsonMap};
 pub use measure::{Measure, Measurements};
 pub use owner::OwnerId;
 pub use paging::{DeviceCursor, DevicePage, PagedDevices};
-pub use query::{CustomQuery, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
+pub use query::{ClusterQuery, CustomQuery, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
 pub use reading::{Location, RawReading, Reading, ReadingId, StoredReading};
 pub use snapshot::{Aggregate, LatestLocated, LocatedAt, Snapshot, Status};
 pub use timeline::{BucketPlan, Timeline};
+pub use zoom::Zoom;

@@ -10,6 +10,7 @@ use chrono_tz::Tz;
 use super::bbox::{self, BoundingBox};
 use super::field_errors::{Code, FieldErrors, In};
 use super::timeline::{DateRange, Interval, Timeline};
+use super::zoom::{self, Zoom};
 
 /// The parsed query of the historical routes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,6 +47,30 @@ impl MapQuery {
             Some(text) => Some(BoundingBox::parse(text)?),
         };
         Ok(Self { bbox })
+    }
+}
+
+/// The parsed query of the map clusters route.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClusterQuery {
+    /// The zoom level the clusters are cut for.
+    pub zoom: Zoom,
+    /// Only the devices inside this box (`None`: all).
+    pub bbox: Option<BoundingBox>,
+}
+
+impl ClusterQuery {
+    /// `zoom` (required, 0 to 22) and `bbox` (optional, exactly as on the map feed); the
+    /// problems of both at once.
+    pub fn parse(params: &QueryParams<'_>) -> Result<Self, FieldErrors> {
+        let (zoom, map) = super::field_errors::both(
+            Zoom::parse(params.get(zoom::PARAMETER)),
+            MapQuery::parse(params),
+        )?;
+        Ok(Self {
+            zoom,
+            bbox: map.bbox,
+        })
     }
 }
 
@@ -444,6 +469,7 @@ mod tests {
                     HistoricalQuery::parse(&params).err(),
                     CustomQuery::parse(&params).err(),
                     MapQuery::parse(&params).err(),
+                    ClusterQuery::parse(&params).err(),
                     ExportQuery::parse(&params).err(),
                     crate::domain::DevicePage::parse(&params).err(),
                 ];

@@ -18,7 +18,9 @@ use serde::Serialize;
 
 use super::error::ApiError;
 use super::{respond, Response};
+use crate::domain::{BoundingBox, Zoom};
 use crate::metrics::CacheCounters;
+use crate::read::clusters::{Cluster, ClusterIndex};
 use crate::read::map::MapEntry;
 
 /// A rendered body, its media type and its entity tag.
@@ -197,27 +199,44 @@ pub fn max_age(ttl: Duration) -> HeaderValue {
 /// Bytes of rendered map variants kept at most (bounding boxes are the clients' choice).
 const MAP_VARIANT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// One representation of the map: its media type and the bounding box it was cut to.
+/// One representation of the map: its media type, the bounding box it was cut to, and for the
+/// clusters feed the zoom they were cut for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct MapVariant {
     /// The media type of the body.
     pub media_type: &'static str,
     /// The box's [`key`](crate::domain::BoundingBox::key), `None` for the whole map.
     pub bbox: Option<[u64; 4]>,
+    /// The clusters' [effective zoom](crate::read::clusters::effective); `None` for the devices.
+    pub zoom: Option<u8>,
 }
 
 /// The map's entries as read at one moment, numbered so that variants rendered from them are
-/// never served with the entries of another moment.
+/// never served with the entries of another moment, with their clusters (computed from them at
+/// most once per zoom).
 #[derive(Debug)]
-struct MapGeneration {
+pub struct MapGeneration {
     number: u64,
     entries: Vec<MapEntry>,
+    clusters: ClusterIndex,
+}
+
+impl MapGeneration {
+    /// The entries, in the device store's order.
+    pub fn entries(&self) -> &[MapEntry] {
+        &self.entries
+    }
+
+    /// The clusters of the entries at `zoom`, of those inside `bbox` only.
+    pub fn clusters(&self, zoom: Zoom, bbox: Option<BoundingBox>) -> Vec<Cluster<'_>> {
+        self.clusters.clusters(&self.entries, zoom, bbox)
+    }
 }
 
 /// The public map, shared by every poller until its time to live runs out: the entries are read
 /// from the stores at most once per time to live (concurrent misses wait for one read), and each
-/// variant (format × bounding box) is rendered from them once, with its gzip copy, and kept for
-/// the same generation of entries.
+/// variant (format × bounding box, or zoom × bounding box for the clusters) is rendered from them
+/// once, with its gzip copy, and kept for the same generation of entries.
 #[derive(Debug)]
 ///
 /// A change of what the map may show (a device made private, its location hidden, renamed or
@@ -274,7 +293,7 @@ impl MapCache {
         &self,
         variant: MapVariant,
         load: impl Future<Output = Result<Vec<MapEntry>, ApiError>>,
-        render: impl FnOnce(&[MapEntry]) -> Result<Rendered, ApiError>,
+        render: impl FnOnce(&MapGeneration) -> Result<Rendered, ApiError>,
     ) -> Result<Arc<Rendered>, ApiError> {
         let epoch = self.epoch.load(Ordering::Acquire);
         let generation = self
@@ -284,6 +303,7 @@ impl MapCache {
                 Ok::<_, ApiError>(Arc::new(MapGeneration {
                     entries: load.await?,
                     number: self.generations.fetch_add(1, Ordering::Relaxed),
+                    clusters: ClusterIndex::default(),
                 }))
             })
             .await
@@ -293,7 +313,7 @@ impl MapCache {
         let rendered = self
             .rendered
             .entry((generation.number, variant))
-            .or_try_insert_with(async { render(&generation.entries).map(Arc::new) })
+            .or_try_insert_with(async { render(&generation).map(Arc::new) })
             .await
             .map_err(ApiError::Shared)?;
         self.variant_lookups.record(!rendered.is_fresh());

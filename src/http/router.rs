@@ -266,6 +266,12 @@ pub static ROUTES: &[Route] = &[
         access: Access::Public,
         handler: |request, state, _| Box::pin(public::map(request, state)),
     },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/public/map/clusters",
+        access: Access::Public,
+        handler: |request, state, _| Box::pin(public::clusters(request, state)),
+    },
 ];
 
 /// The routes of one path template.

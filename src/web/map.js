@@ -1,6 +1,12 @@
 // The pages' map: the live map of /map (#map) and the location map of a device page
 // (#device-map). Leaflet is loaded before this script; every setting comes from data attributes
 // the server wrote, and the AQI bands and colours from the legend's items.
+//
+// The live map polls the clusters feed for the visible box at the current zoom: a few hundred
+// features for any fleet, drawn on one canvas (not one SVG element per marker). A cluster is a
+// circle sized by its count and labelled with it, filled with its median AQI's colour and ringed
+// with its highest AQI's, grey when all its devices are offline; a click zooms into it. A single
+// device is a marker with its popup, as on the map feed.
 (function () {
   'use strict';
 
@@ -58,7 +64,29 @@
   var params = new URLSearchParams(window.location.search);
   var view = [Number(params.get('lat')), Number(params.get('lon')), Number(params.get('zoom'))];
   var hasView = params.has('lat') && params.has('lon') && view.every(isFinite);
-  var map = L.map(live, { worldCopyJump: true });
+  // Leaflet's canvas renderer, which also writes a cluster's count inside its circle (the text is
+  // drawn right after the circle, so it is repainted and hit-tested with it).
+  var Labelled = L.Canvas.extend({
+    _updateCircle: function (layer) {
+      L.Canvas.prototype._updateCircle.call(this, layer);
+      var label = layer.options.label;
+      if (!label || !this._drawing || layer._empty()) { return; }
+      var ctx = this._ctx;
+      var p = layer._point;
+      ctx.save();
+      ctx.font = 'bold 11px sans-serif';
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      ctx.lineWidth = 3;
+      ctx.strokeStyle = 'rgba(255, 255, 255, 0.85)';
+      ctx.strokeText(label, p.x, p.y);
+      ctx.fillStyle = '#1d2430';
+      ctx.fillText(label, p.x, p.y);
+      ctx.restore();
+    }
+  });
+  var renderer = typeof L.Canvas.prototype._updateCircle === 'function' ? new Labelled() : L.canvas();
+  var map = L.map(live, { worldCopyJump: true, preferCanvas: true, renderer: renderer });
   if (hasView) {
     map.setView([view[0], view[1]], params.has('zoom') ? view[2] : 12);
   } else {
@@ -68,7 +96,10 @@
 
   var embedded = live.hasAttribute('data-embedded');
   var pollMs = Number(live.dataset.pollMs) || 5000;
+  // Single devices by id (kept across polls, so an open popup stays open), clusters by position.
   var markers = new Map();
+  var groups = [];
+  var inView = 0;
   var etag = null;
   var etagUrl = null;
   var timer = null;
@@ -161,15 +192,54 @@
     return [wrap(west), south, wrap(east), north].map(function (v) { return v.toFixed(digits); }).join(',');
   }
 
+  // The map's zoom as the feed takes it: an integer from 0 to 22.
+  function zoomLevel() {
+    return Math.max(0, Math.min(22, Math.round(map.getZoom())));
+  }
+
   function feedUrl() {
     var box = bbox();
-    return live.dataset.feed + (box ? '?bbox=' + box : '');
+    return live.dataset.feed + '?zoom=' + zoomLevel() + (box ? '&bbox=' + box : '');
+  }
+
+  // A cluster's circle grows with the logarithm of its count: 2 devices 12 px, 10,000 30 px.
+  function clusterStyle(p) {
+    var allOffline = p.offline === p.count;
+    return {
+      radius: Math.min(30, 10 + 5 * Math.log10(p.count)),
+      color: allOffline ? offlineColour : band(p.aqi_max).colour,
+      weight: 3,
+      opacity: 1,
+      fillColor: allOffline ? offlineColour : band(p.aqi_median).colour,
+      fillOpacity: 0.85,
+      label: p.count < 1000 ? String(p.count) : decimal(p.count / 1000, 1) + 'k'
+    };
+  }
+
+  function showCluster(feature) {
+    var p = feature.properties;
+    var at = L.latLng(feature.geometry.coordinates[1], feature.geometry.coordinates[0]);
+    var circle = L.circleMarker(at, clusterStyle(p)).addTo(map);
+    circle.airq = { count: p.count, aqi_max: p.aqi_max, aqi_median: p.aqi_median, offline: p.offline };
+    // Into the cluster: two zoom levels closer splits its 64-pixel cell into 16.
+    circle.on('click', function () {
+      map.setView(at, Math.min(map.getMaxZoom(), zoomLevel() + 2));
+    });
+    groups.push(circle);
   }
 
   function show(collection) {
     var seen = new Set();
+    groups.forEach(function (circle) { circle.remove(); });
+    groups = [];
+    inView = 0;
     collection.features.forEach(function (feature) {
       var p = feature.properties;
+      inView += p.count;
+      if (p.count !== 1) {
+        showCluster(feature);
+        return;
+      }
       var at = [feature.geometry.coordinates[1], feature.geometry.coordinates[0]];
       seen.add(p.id);
       var marker = markers.get(p.id);
@@ -182,11 +252,7 @@
         marker.setStyle(markerStyle(colourOf(p)));
       }
       marker.setPopupContent(popup(p));
-      var path = marker.getElement();
-      if (path) {
-        path.setAttribute('data-device-id', p.id);
-        path.setAttribute('data-aqi', String(p.aqi));
-      }
+      marker.airq = { count: 1, id: p.id, aqi: p.aqi, status: p.status };
     });
     markers.forEach(function (marker, id) {
       if (!seen.has(id)) {
@@ -219,12 +285,26 @@
       })
       .then(function (collection) {
         if (collection) { show(collection); }
-        var count = markers.size;
-        say(count + (count === 1 ? ' device' : ' devices') + ' in view · ' + new Date().toLocaleTimeString());
+        say(inView + (inView === 1 ? ' device' : ' devices') + ' in view · ' + new Date().toLocaleTimeString());
       })
       .catch(function (error) { say(error.message); })
       .then(schedule);
   }
+
+  // What is drawn, for people's tools and the browser tests (a canvas has no element per
+  // marker): each marker's device or cluster figures, fill and ring colour, and where it is in
+  // the page's viewport.
+  live.airqDrawn = function () {
+    var box = live.getBoundingClientRect();
+    var all = [];
+    markers.forEach(function (marker) { all.push(marker); });
+    return all.concat(groups).map(function (marker) {
+      var point = map.latLngToContainerPoint(marker.getLatLng());
+      var drawn = { fill: marker.options.fillColor, ring: marker.options.color, x: box.left + point.x, y: box.top + point.y };
+      Object.keys(marker.airq).forEach(function (key) { drawn[key] = marker.airq[key]; });
+      return drawn;
+    });
+  };
 
   map.on('moveend', poll);
   poll();

@@ -3,10 +3,12 @@
 //!
 //! The page is static for the life of the process (its settings are the only inputs), so it
 //! costs nothing to serve; the browser does the rest: it loads the map library from
-//! [`super::settings`], then polls the map feed (`/api/v1/public/map/devices` as GeoJSON) for
-//! the visible bounding box only, with `If-None-Match`, so an unchanged map costs a 304. Markers
-//! are coloured by the AQI category from the page's legend ([`super::layout::legend`]). The
-//! initial view can be set with `lat`, `lon` and `zoom` in the query (read by the script).
+//! [`super::settings`], then polls the clusters feed (`/api/v1/public/map/clusters`) for the
+//! visible bounding box at the current zoom only, with `If-None-Match`, so an unchanged view costs
+//! a 304 and a view of the world stays a few hundred features however large the fleet. Clusters
+//! and devices are drawn on one canvas (one SVG element per marker would not scale), coloured by
+//! the AQI category from the page's legend ([`super::layout::legend`]). The initial view can be
+//! set with `lat`, `lon` and `zoom` in the query (read by the script).
 
 use std::time::Duration;
 
@@ -21,8 +23,11 @@ use crate::http::{Request, Response};
 /// The script of the map and of the device page's location map.
 pub const SCRIPT: &str = include_str!("map.js");
 
-/// The map feed the page polls.
+/// The map feed (every device), linked for readers without JavaScript.
 pub const FEED: &str = "/api/v1/public/map/devices";
+
+/// The clusters feed the page polls.
+pub const CLUSTERS: &str = "/api/v1/public/map/clusters";
 
 /// How often the page polls: the map's cache lifetime (asking more often would only get the
 /// same answer), within bounds a person notices neither as lag nor as load.
@@ -51,7 +56,7 @@ pub fn library_script(settings: &MapSettings) -> Markup {
 pub fn render(settings: &MapSettings, chrome: Chrome, poll: Duration) -> Markup {
     let body = html! {
         div class="map-wrap" {
-            div id="map" data-feed=(FEED) data-tiles=(settings.tile_url)
+            div id="map" data-feed=(CLUSTERS) data-tiles=(settings.tile_url)
                 data-attribution=(settings.tile_attribution)
                 data-poll-ms=(poll.as_millis())
                 data-embedded[chrome == Chrome::Embedded] {}

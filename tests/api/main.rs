@@ -30,6 +30,7 @@ mod hardening;
 mod historical;
 mod identity_provider;
 mod logs;
+mod map_clusters;
 mod map_formats;
 mod metrics;
 mod openapi;

@@ -352,8 +352,8 @@ async fn every_answer_of_a_public_route_documents_its_cors_headers() {
         }
     }
     assert_eq!(
-        preflights, 7,
-        "the six public routes and the OpenAPI document document their preflight"
+        preflights, 8,
+        "the seven public routes and the OpenAPI document document their preflight"
     );
     assert!(faults.is_empty(), "{faults:#?}");
 

@@ -319,13 +319,48 @@ async fn placed(app: &TestApp, name: &str, flags: Value, aqi: i64, at: (f64, f64
     device["id"].as_str().expect("id").to_owned()
 }
 
-/// A script: the markers on the map as `[device id, fill colour]`, once there are `count`.
+/// A script: what the live map has drawn on its canvas (the page's `airqDrawn`): per marker its
+/// device `id` or cluster figures, `fill` and `ring` colour, and viewport position `x`, `y`.
+const DRAWN: &str = "const m = document.getElementById('map');\
+     const d = m && m.airqDrawn ? m.airqDrawn() : [];";
+
+/// A script: the single devices on the map as `[device id, fill colour]`, once there are `count`.
 fn markers(count: usize) -> String {
     format!(
-        "const m = Array.from(document.querySelectorAll('[data-device-id]'))\
-           .map(e => [e.getAttribute('data-device-id'), e.getAttribute('fill')]);\
-         return m.length === {count} ? m : null;"
+        "{DRAWN} const s = d.filter(e => e.id).map(e => [e.id, e.fill]);\
+         return s.length === {count} ? s : null;"
     )
+}
+
+/// A script: the drawn marker of device `id` (`null` until it is drawn).
+fn marker_of(id: &str) -> String {
+    format!("{DRAWN} return d.find(e => e.id === '{id}') || null;")
+}
+
+/// Clicks the page at viewport position (`x`, `y`) with the mouse, as a person would: on a
+/// canvas there is no element per marker to click.
+async fn click_at(client: &Client, at: &Value) {
+    use fantoccini::actions::{InputSource as _, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
+    let (x, y) = (
+        at["x"].as_f64().expect("x").round(),
+        at["y"].as_f64().expect("y").round(),
+    );
+    let mouse = MouseActions::new("mouse".to_owned())
+        .then(PointerAction::MoveTo {
+            duration: None,
+            x,
+            y,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    client
+        .perform_actions(mouse)
+        .await
+        .expect("the click is performed");
 }
 
 #[tokio::test]
@@ -389,13 +424,13 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
         .goto(&format!("{}/map?lat=52.513&lon=13.40&zoom=12", app.base))
         .await
         .expect("the map page loads");
-    let markers = until(
+    let drawn = until(
         &client,
         "the public devices' markers",
         &markers(expected.len()),
     )
     .await;
-    let mut shown: Vec<(String, String)> = serde_json::from_value(markers).expect("pairs");
+    let mut shown: Vec<(String, String)> = serde_json::from_value(drawn).expect("pairs");
     shown.sort();
     expected.sort();
     assert_eq!(
@@ -404,13 +439,8 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     );
 
     // The popup of a marker shows its values; the name stays text.
-    client
-        .find(Locator::Css(&format!("[data-device-id='{clean}']")))
-        .await
-        .expect("the marker")
-        .click()
-        .await
-        .expect("the marker takes the click");
+    let marker = until(&client, "the marker", &marker_of(&clean)).await;
+    click_at(&client, &marker).await;
     let popup = until(
         &client,
         "the popup",
@@ -440,30 +470,24 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
 
     // Polling picks up a device that starts reporting.
     let newcomer = placed(&app, "Mitte", everything, 75, (52.520, 13.405)).await;
-    let colour = until(
-        &client,
-        "the new device's marker",
-        &format!(
-            "const e = document.querySelector(\"[data-device-id='{newcomer}']\");\
-             return e && e.getAttribute('fill');"
-        ),
-    )
-    .await;
-    assert_eq!(colour, "#ffff00");
+    let drawn = until(&client, "the new device's marker", &marker_of(&newcomer)).await;
+    assert_eq!(drawn["fill"], "#ffff00");
 
-    // The page asked for its box only, and unchanged maps were 304s.
+    // The page asked for the clusters of its zoom and box only, and unchanged views were 304s.
     let requests = until(
         &client,
         "a 304 among the feed requests",
         "const r = performance.getEntriesByType('resource')\
-           .filter(e => e.name.includes('/api/v1/public/map/devices'))\
+           .filter(e => e.name.includes('/api/v1/public/map/'))\
            .map(e => [e.name, e.responseStatus]);\
          return r.some(([, status]) => status === 304) ? r : null;",
     )
     .await;
     let requests: Vec<(String, u16)> = serde_json::from_value(requests).expect("pairs");
     assert!(
-        requests.iter().all(|(url, _)| url.contains("?bbox=")),
+        requests
+            .iter()
+            .all(|(url, _)| url.contains("/api/v1/public/map/clusters?zoom=12&bbox=")),
         "{requests:?}"
     );
 
@@ -481,10 +505,7 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     until(
         &embedded,
         "markers on the embedded map",
-        &format!(
-            "return document.querySelectorAll('[data-device-id]').length === {}",
-            expected.len() + 1
-        ),
+        &markers(expected.len() + 1),
     )
     .await;
     assert!(embedded
@@ -494,6 +515,123 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
         .is_empty());
     screenshot(&embedded, "map-embedded").await;
     embedded.close().await.expect("session closed");
+    client.close().await.expect("session closed");
+}
+
+#[tokio::test]
+async fn the_live_map_draws_clusters_and_zooms_from_clusters_into_devices() {
+    let browser = match prerequisites().await {
+        Ok(browser) => browser,
+        Err(reason) => return println!("skipped: {reason}"),
+    };
+    let app = app_with_local_assets(browser.assets).await;
+    let everything = json!({ "is_public": true, "is_location_public": true, "is_outdoor": true });
+    // Twelve devices 300 to 450 m apart: one cluster at zoom 11, four at 13, twelve at 15.
+    let aqis = [20, 35, 40, 45, 48, 52, 60, 75, 90, 110, 130, 160];
+    let mut ids = Vec::new();
+    for (index, aqi) in aqis.iter().enumerate() {
+        let at = (
+            52.51 + 0.004 * (index / 4) as f64,
+            13.38 + 0.004 * (index % 4) as f64,
+        );
+        ids.push(
+            placed(
+                &app,
+                &format!("Block {index}"),
+                everything.clone(),
+                *aqi,
+                at,
+            )
+            .await,
+        );
+    }
+    // Two devices that stopped reporting half an hour ago, 20 km away: a grey cluster.
+    for (name, lon) in [("Quiet one", 13.70), ("Quiet two", 13.701)] {
+        let device = app
+            .register(
+                "alice",
+                json!({ "name": name, "is_public": true, "is_location_public": true }),
+            )
+            .await;
+        let stale = located(sample_with(30, 7.5, 18.5), 52.45, lon);
+        app.upload_ok(
+            &device,
+            &measured(stale, app.clock.now() - TimeDelta::minutes(30)),
+        )
+        .await;
+    }
+
+    let client = browser
+        .driver
+        .session(&browser.chromium, true, MAP_WINDOW)
+        .await;
+    client
+        .goto(&format!("{}/map?lat=52.48&lon=13.50&zoom=11", app.base))
+        .await
+        .expect("the map page loads");
+    let drawn = until(
+        &client,
+        "two clusters",
+        &format!("{DRAWN} return d.length === 2 && d.every(e => e.count > 1) ? d : null;"),
+    )
+    .await;
+    let drawn = drawn.as_array().expect("markers");
+    let block = drawn
+        .iter()
+        .find(|cluster| cluster["count"] == 12)
+        .expect("the block's cluster");
+    // Lower median of the twelve: 52 (Moderate); the ring in the worst AQI's colour: 160.
+    assert_eq!(block["aqi_median"], 52);
+    assert_eq!(block["fill"], AqiCategory::of(52).colour());
+    assert_eq!(block["ring"], AqiCategory::of(160).colour());
+    let quiet = drawn
+        .iter()
+        .find(|cluster| cluster["count"] == 2)
+        .expect("the quiet cluster");
+    assert_eq!(quiet["offline"], 2);
+    assert_eq!(
+        (&quiet["fill"], &quiet["ring"]),
+        (&json!(NOT_CURRENT), &json!(NOT_CURRENT))
+    );
+    let status = client
+        .find(Locator::Id("map-status"))
+        .await
+        .expect("the status line")
+        .text()
+        .await
+        .expect("text");
+    assert!(status.starts_with("14 devices in view"), "{status}");
+    screenshot(&client, "map-clusters").await;
+
+    // A click on the cluster zooms two levels into it: four clusters of the same twelve.
+    click_at(&client, block).await;
+    let zoomed = until(
+        &client,
+        "the block in four clusters at zoom 13",
+        &format!(
+            "{DRAWN} const b = d.filter(e => e.count > 1 && e.offline === 0 || e.id);\
+             const n = b.reduce((s, e) => s + e.count, 0);\
+             return n === 12 && b.length === 4 ? b : null;"
+        ),
+    )
+    .await;
+    let next = zoomed
+        .as_array()
+        .and_then(|clusters| clusters.iter().find(|c| c["count"].as_u64() > Some(1)))
+        .expect("a cluster left")
+        .clone();
+    click_at(&client, &next).await;
+    let singles = until(&client, "the twelve devices", &markers(12)).await;
+    let mut shown: Vec<String> = singles
+        .as_array()
+        .expect("pairs")
+        .iter()
+        .map(|pair| pair[0].as_str().expect("id").to_owned())
+        .collect();
+    shown.sort();
+    ids.sort();
+    assert_eq!(shown, ids, "every device its own marker from zoom 15");
+    screenshot(&client, "map-zoomed-in").await;
     client.close().await.expect("session closed");
 }
 

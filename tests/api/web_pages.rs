@@ -125,7 +125,7 @@ async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_lege
     assert!(page.contains(
         r#"<link rel="stylesheet" href="https://unpkg.com/leaflet@1.9.4/dist/leaflet.css" integrity="sha384-"#
     ));
-    assert!(page.contains(r#"data-feed="/api/v1/public/map/devices""#));
+    assert!(page.contains(r#"data-feed="/api/v1/public/map/clusters""#));
     assert!(page.contains(r#"data-tiles="https://tile.openstreetmap.org/{z}/{x}/{y}.png""#));
     for band in [
         "Good",

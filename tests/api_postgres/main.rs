@@ -39,6 +39,9 @@ mod export;
 #[path = "../api/historical.rs"]
 mod historical;
 #[cfg(airq_test_postgres)]
+#[path = "../api/map_clusters.rs"]
+mod map_clusters;
+#[cfg(airq_test_postgres)]
 #[path = "../api/map_formats.rs"]
 mod map_formats;
 #[cfg(airq_test_postgres)]

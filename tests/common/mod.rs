@@ -8,6 +8,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod contract;
+pub mod map;
 pub mod process;
 pub mod proxy;
 pub mod relay;

@@ -1,5 +1,5 @@
-//! The public routes: a public device, its current and historical readings, its raw export, and
-//! the map.
+//! The public routes: a public device, its current and historical readings, its raw export, the
+//! map and its clusters.
 //!
 //! An unknown device and a private one answer the very same 404, so the routes do not reveal
 //! which ids exist. Visibility is read from the device store on every request: making a device
@@ -8,7 +8,9 @@
 use bytes::Bytes;
 
 use crate::domain::field_errors::both;
-use crate::domain::{Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams};
+use crate::domain::{
+    ClusterQuery, Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams,
+};
 use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
 use crate::http::error::ApiError;
 use crate::http::export_formats::{self, Format};
@@ -16,11 +18,12 @@ use crate::http::negotiate;
 use crate::http::respond::Data;
 use crate::http::state::AppState;
 use crate::http::views::{
-    HistoricalView, MapEntryView, MapFeatureCollectionView, PublicDeviceView, SnapshotView,
+    ClusterCollectionView, HistoricalView, MapEntryView, MapFeatureCollectionView,
+    PublicDeviceView, SnapshotView,
 };
 use crate::http::{Request, Response};
 use crate::read::map::MapEntry;
-use crate::read::{current, map, series};
+use crate::read::{clusters, current, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
 
@@ -111,11 +114,12 @@ pub async fn map(request: Request, state: &AppState) -> Result<Response, ApiErro
     let variant = MapVariant {
         media_type,
         bbox: query.bbox.map(|bbox| bbox.key()),
+        zoom: None,
     };
     let rendered = state
         .map
-        .get(variant, load_map(state), |entries| {
-            let entries = map::within(entries, query.bbox);
+        .get(variant, load_map(state), |generation| {
+            let entries = map::within(generation.entries(), query.bbox);
             let body = if media_type == GEO_JSON {
                 serde_json::to_vec(&MapFeatureCollectionView::new(entries))?
             } else {
@@ -123,6 +127,27 @@ pub async fn map(request: Request, state: &AppState) -> Result<Response, ApiErro
                 serde_json::to_vec(&Data { data: views })?
             };
             Ok(Rendered::with_gzip(Bytes::from(body), media_type)?.varying_on_accept())
+        })
+        .await?;
+    Ok(rendered.respond(request.headers(), max_age(state.map_ttl)))
+}
+
+/// `GET /public/map/clusters?zoom=…&bbox=…`: the map's devices clustered for a zoom level, as
+/// GeoJSON. The clusters of a zoom are computed once per generation of the cached map and cut to
+/// the box; each (zoom, box) variant is rendered once, with its gzip copy and entity tag.
+pub async fn clusters(request: Request, state: &AppState) -> Result<Response, ApiError> {
+    let query = ClusterQuery::parse(&QueryParams::parse(request.uri().query()))?;
+    let variant = MapVariant {
+        media_type: GEO_JSON,
+        bbox: query.bbox.map(|bbox| bbox.key()),
+        zoom: Some(clusters::effective(query.zoom)),
+    };
+    let rendered = state
+        .map
+        .get(variant, load_map(state), |generation| {
+            let clusters = generation.clusters(query.zoom, query.bbox);
+            let body = serde_json::to_vec(&ClusterCollectionView::new(&clusters))?;
+            Rendered::with_gzip(Bytes::from(body), GEO_JSON)
         })
         .await?;
     Ok(rendered.respond(request.headers(), max_age(state.map_ttl)))
