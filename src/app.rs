@@ -28,8 +28,11 @@ use crate::store::ingest_log::IngestLog;
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
 use crate::store::postgres::{self, BoundedPool, PostgresDevices};
 use crate::store::questdb;
-use crate::store::sqlite::{Sqlite, SqliteDevices, SqliteReadingSink, SqliteReadings};
-use crate::store::{DeviceStore, ReadingSink, ReadingStore, StoreError};
+use crate::store::retention::{self, PrunerGuard};
+use crate::store::sqlite::{
+    Sqlite, SqliteDevices, SqliteRawPruner, SqliteReadingSink, SqliteReadings,
+};
+use crate::store::{DeviceStore, RawPruner, ReadingSink, ReadingStore, StoreError};
 use crate::telemetry::chain;
 use crate::tls::Roots;
 
@@ -78,6 +81,8 @@ pub struct Application {
     connections: ConnectionSettings,
     /// Cross-process credential invalidation (PostgreSQL only); stops when dropped.
     _listener: Option<ListenerGuard>,
+    /// Drops raw readings past the retention (when one is set); stops when dropped.
+    _pruner: Option<PrunerGuard>,
     /// Forgets idle rate-limit keys; stops when dropped.
     _sweeper: SweeperGuard,
     /// This server's claim on its data directory; dropped last, after the stores it guards.
@@ -90,6 +95,13 @@ pub struct Application {
 impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
+        if config.questdb.is_some() && config.raw_retention.days_kept().is_some() {
+            return Err(StartError::Store(StoreError::Config(
+                "AIRQ_RAW_RETENTION_DAYS needs the embedded reading store: QuestDB keeps no \
+                 rollups yet, so its timelines would lose what the retention dropped"
+                    .into(),
+            )));
+        }
         let data_dir = DataDirLock::acquire(&config.data_dir)?;
         data_dir.check_format(
             config.data_dir.join(Sqlite::FILE).exists()
@@ -147,6 +159,7 @@ impl Application {
                 (devices, keys, None)
             }
         };
+        let mut pruner: Option<Arc<dyn RawPruner>> = None;
         let (sinks, readings): (Vec<Box<dyn ReadingSink>>, Arc<dyn ReadingStore>) =
             match (&config.questdb, &postgres) {
                 (Some(questdb), Some((pool, _))) => {
@@ -172,12 +185,24 @@ impl Application {
                     let db = sqlite()?;
                     let sink = SqliteReadingSink::open(Arc::clone(&db), config.fold)?;
                     metrics.sample_fold_backlog(sink.unfolded_rows());
+                    pruner = Some(Arc::new(SqliteRawPruner::new(Arc::clone(&db))));
                     (
                         vec![Box::new(sink) as Box<dyn ReadingSink>],
                         Arc::new(SqliteReadings::new(db)),
                     )
                 }
             };
+        let pruner = match (pruner, config.raw_retention.days_kept()) {
+            (_, None) => None,
+            (Some(pruner), Some(_)) => retention::start(
+                pruner,
+                config.raw_retention,
+                Arc::clone(&clock),
+                config.retention_sweep,
+            ),
+            // Refused before anything was opened (the first lines of `build`).
+            (None, Some(_)) => None,
+        };
         let (batch_writer, writer) = BatchWriter::start(sinks, config.batch, Arc::clone(&metrics))
             .map_err(StartError::Writer)?;
         let limits = Arc::new(RateLimits::new(&config.rate_limits, Arc::clone(&metrics)));
@@ -192,6 +217,7 @@ impl Application {
             map_ttl: config.map_cache_ttl,
             limits,
             exports: ExportSlots::new(config.exports),
+            raw_retention: config.raw_retention,
             metrics,
             clock,
             body_timeout: config.body_timeout,
@@ -211,6 +237,7 @@ impl Application {
             writer,
             connections: config.connections,
             _listener: postgres.map(|(_, listener)| listener),
+            _pruner: pruner,
             _sweeper: sweeper,
             _data_dir: data_dir,
             greeting: Greeting {

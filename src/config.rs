@@ -11,7 +11,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub use crate::auth::OwnerAuth;
-use crate::domain::OwnerId;
+use crate::domain::{OwnerId, RawRetention};
+
+/// How often the raw retention's pruner sweeps (tests set [`Config::retention_sweep`]).
+const RETENTION_SWEEP: Duration = Duration::from_secs(60);
 pub use crate::http::connections::ConnectionSettings;
 pub use crate::http::cors::CorsOrigins;
 pub use crate::http::export_slots::ExportLimits;
@@ -222,9 +225,16 @@ pub struct ServeArgs {
     pub body_timeout_ms: u64,
     /// At shutdown, in-flight requests get this long to finish; connections still open then are
     /// closed; the batch writer then gets as long again (at least 5 s) for its final commit, so
-    /// the process ends within twice this bound whatever clients and the disk do.
+    /// the process ends within this bound plus the writer's (the larger of this bound and 5 s)
+    /// whatever clients and the disk do.
     #[arg(long, env = "AIRQ_SHUTDOWN_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub shutdown_timeout_ms: u64,
+    /// Raw readings are kept this many days, then dropped in the background; rollups stay, so
+    /// timelines and custom ranges answer for any period, but raw exports and the current
+    /// snapshot of a device silent for longer do not. 0 keeps every raw reading (the embedded
+    /// store grows by about 165 bytes a reading for good). Embedded reading store only.
+    #[arg(long, env = "AIRQ_RAW_RETENTION_DAYS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=36_600))]
+    pub raw_retention_days: u32,
     /// A connection whose client reads nothing of its answer for this long is closed (a
     /// streamed export or a large feed nobody reads would hold it, and its memory, forever).
     #[arg(long, env = "AIRQ_WRITE_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -374,6 +384,10 @@ pub struct Config {
     pub connections: ConnectionSettings,
     /// How many raw exports may stream at once.
     pub exports: ExportLimits,
+    /// How long raw readings are kept.
+    pub raw_retention: RawRetention,
+    /// How often raw readings past the retention are looked for.
+    pub retention_sweep: Duration,
     /// Origins allowed to call owner routes from a browser.
     pub cors_origins: CorsOrigins,
     /// Where the pages' map library and tiles come from.
@@ -453,6 +467,8 @@ impl From<ServeArgs> for Config {
                 per_client: args.exports_per_client,
                 overall: args.exports_max,
             },
+            raw_retention: RawRetention::days(args.raw_retention_days),
+            retention_sweep: RETENTION_SWEEP,
             cors_origins: args.cors_origins,
             map: MapSettings {
                 library_url: args.map_library_url,

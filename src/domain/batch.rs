@@ -4,12 +4,11 @@
 //! listed at once, named after its position (`readings[3].pms_data.pm2_5`, 0-based), so a gateway
 //! fixes a rejected batch in one round trip.
 
-use chrono::{DateTime, Utc};
-
 use super::field_errors::{Code, FieldErrors, In};
 use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::reading::Reading;
+use super::retention::MeasuredWindow;
 
 /// Most readings in one batch.
 pub const MAX_READINGS: usize = 1_000;
@@ -19,8 +18,8 @@ pub const MAX_READINGS: usize = 1_000;
 pub struct ReadingBatch(Vec<Reading>);
 
 impl ReadingBatch {
-    /// Parses a batch body, listing every problem; `now` bounds each `measured_at`.
-    pub fn parse(body: &JsonDocument, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
+    /// Parses a batch body, listing every problem; `window` bounds each `measured_at`.
+    pub fn parse(body: &JsonDocument, window: MeasuredWindow) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let items = JsonObject::root(body, &mut errors)
             .and_then(|root| root.required_array("readings", &mut errors));
@@ -51,7 +50,7 @@ impl ReadingBatch {
             .enumerate()
             .filter_map(|(index, item)| {
                 JsonObject::element(item, format!("readings[{index}]"), &mut errors)
-                    .and_then(|object| Reading::from_object(&object, now, &mut errors))
+                    .and_then(|object| Reading::from_object(&object, window, &mut errors))
             })
             .collect();
         if errors.is_empty() {
@@ -69,6 +68,7 @@ impl ReadingBatch {
 
 #[cfg(test)]
 mod tests {
+    use chrono::{DateTime, Utc};
     use proptest::prelude::*;
     use serde_json::{json, Value};
 
@@ -145,9 +145,10 @@ mod tests {
             .expect("serde_json writes JSON")
     }
 
-    fn now() -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339("2026-11-21T15:00:00Z")
-            .map_or_else(|_| Utc::now(), |at| at.to_utc())
+    fn now() -> MeasuredWindow {
+        let at = DateTime::parse_from_rfc3339("2026-11-21T15:00:00Z")
+            .map_or_else(|_| Utc::now(), |at| at.to_utc());
+        MeasuredWindow::at(at, crate::domain::RawRetention::default())
     }
 
     proptest! {

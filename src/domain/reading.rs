@@ -7,6 +7,7 @@ use super::field_errors::{Code, FieldErrors, In};
 use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::measure::{Group, Measure, Measurements};
+use super::retention::MeasuredWindow;
 
 /// Longest provider name (sensor model, location source).
 pub const MAX_PROVIDER_CHARS: usize = 50;
@@ -43,11 +44,11 @@ pub struct Reading {
 }
 
 impl Reading {
-    /// Parses an upload body, listing every problem; `now` bounds `measured_at`.
-    pub fn parse(body: &JsonDocument, now: DateTime<Utc>) -> Result<Self, FieldErrors> {
+    /// Parses an upload body, listing every problem; `window` bounds `measured_at`.
+    pub fn parse(body: &JsonDocument, window: MeasuredWindow) -> Result<Self, FieldErrors> {
         let mut errors = FieldErrors::new();
         let reading = JsonObject::root(body, &mut errors)
-            .and_then(|root| Self::from_object(&root, now, &mut errors));
+            .and_then(|root| Self::from_object(&root, window, &mut errors));
         match reading {
             Some(reading) if errors.is_empty() => Ok(reading),
             _ => Err(errors),
@@ -58,7 +59,7 @@ impl Reading {
     /// to `errors`; `None` when it has any.
     pub fn from_object(
         root: &JsonObject<'_>,
-        now: DateTime<Utc>,
+        window: MeasuredWindow,
         errors: &mut FieldErrors,
     ) -> Option<Self> {
         let errors_before = errors.as_slice().len();
@@ -93,7 +94,7 @@ impl Reading {
             .and_then(|location| parse_location(&location, errors));
         let measured_at = root
             .optional_str("measured_at", errors)
-            .and_then(|text| parse_measured_at(root, text, now, errors));
+            .and_then(|text| parse_measured_at(root, text, window, errors));
 
         let clean = errors.as_slice().len() == errors_before;
         match (pms_provider, temperature_provider) {
@@ -154,7 +155,7 @@ fn parse_location(location: &JsonObject<'_>, errors: &mut FieldErrors) -> Option
 fn parse_measured_at(
     root: &JsonObject<'_>,
     text: &str,
-    now: DateTime<Utc>,
+    window: MeasuredWindow,
     errors: &mut FieldErrors,
 ) -> Option<DateTime<Utc>> {
     let name = || root.name("measured_at");
@@ -183,16 +184,11 @@ fn parse_measured_at(
             format!("`{name}` names second 60, and no leap second lies within the accepted range"),
         );
         None
-    } else if at < now - MAX_AGE {
+    } else if at < window.earliest() {
         let name = name();
-        errors.push(
-            In::Body,
-            &name,
-            Code::Minimum,
-            format!("`{name}` must not be more than 366 days ago"),
-        );
+        errors.push(In::Body, &name, Code::Minimum, window.too_old(&name));
         None
-    } else if at > now + MAX_AHEAD {
+    } else if at > window.latest() {
         let name = name();
         errors.push(
             In::Body,

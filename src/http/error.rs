@@ -111,6 +111,14 @@ pub enum ApiError {
     /// No such resource for this caller.
     #[error("not found: {0}")]
     NotFound(&'static str),
+    /// No current snapshot: the latest readings are older than the raw retention keeps.
+    #[error("the latest readings are past the raw retention")]
+    PastRetention {
+        /// The latest reading's time.
+        last_seen: chrono::DateTime<chrono::Utc>,
+        /// The days raw readings are kept.
+        days: u32,
+    },
     /// No such resource behind a page's URL, for a client that did not ask for HTML (a browser
     /// gets the page's own 404): the problem of [`Self::NotFound`], plus `Vary: Accept` (the
     /// same URL answers HTML to a browser, so a shared cache must keep the two apart) and
@@ -300,6 +308,17 @@ impl ApiError {
                 )
             }
             Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
+            Self::PastRetention { last_seen, days } => (
+                StatusCode::NOT_FOUND,
+                BLANK_TYPE,
+                "Not Found",
+                format!(
+                    "no current snapshot: the latest reading, at {}, is older than the raw readings \
+                     kept ({days} days, AIRQ_RAW_RETENTION_DAYS); its timelines and custom ranges \
+                     still answer from the rollups",
+                    last_seen.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ),
+            ),
             Self::PageNotFound(what) => {
                 headers.push((VARY, HeaderValue::from_static("Accept")));
                 headers.push((CACHE_CONTROL, HeaderValue::from_static("no-cache")));

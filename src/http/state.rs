@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
+use crate::domain::RawRetention;
 use crate::http::cacheable::MapCache;
 use crate::http::cors::CorsOrigins;
 use crate::http::export_slots::ExportSlots;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub exports: Arc<ExportSlots>,
     /// Everything `/metrics` shows.
     pub metrics: Arc<ServerMetrics>,
+    /// How long raw readings are kept (rollups are kept for good).
+    pub raw_retention: RawRetention,
     /// Where "now" comes from.
     pub clock: Arc<dyn Clock>,
     /// How long a request body may take to arrive in full.

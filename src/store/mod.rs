@@ -19,6 +19,7 @@ pub mod ingest_log;
 pub mod pg_tls;
 pub mod postgres;
 pub mod questdb;
+pub mod retention;
 pub mod sqlite;
 
 use std::future::Future;
@@ -198,6 +199,15 @@ pub trait ReadingSink: Send + std::fmt::Debug + 'static {
         let _ = batch;
         then();
     }
+}
+
+/// Drops raw readings measured before an instant and keeps every rollup (raw retention,
+/// `AIRQ_RAW_RETENTION_DAYS`; the embedded store only: QuestDB keeps no rollups yet).
+#[async_trait]
+pub trait RawPruner: Send + Sync + std::fmt::Debug {
+    /// Drops at most `rows` raw readings measured before `before`, in one step that never holds
+    /// up an upload; how many it dropped (fewer than `rows`: none are left).
+    async fn prune_raw(&self, before: DateTime<Utc>, rows: usize) -> Result<usize, StoreError>;
 }
 
 /// The read side of reading storage. Every method takes the devices to look at, already checked

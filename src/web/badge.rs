@@ -30,8 +30,14 @@ const MUTED: &str = super::layout::NOT_CURRENT;
 /// `GET /api/v1/public/devices/{id}/badge.svg`.
 pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
-    let snapshot =
-        current::snapshot(state.readings.as_ref(), &[device.id], state.clock.now()).await?;
+    let snapshot = current::snapshot(
+        state.readings.as_ref(),
+        &[device.id],
+        state.clock.now(),
+        state.raw_retention,
+    )
+    .await?
+    .known();
     let svg = render(snapshot.as_ref()).into_string();
     let mut response =
         Rendered::tagged_as(Bytes::from(svg), SVG).respond(request.headers(), revalidate());

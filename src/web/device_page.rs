@@ -65,13 +65,13 @@ pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Respon
         tz: Tz::UTC,
     };
     let (snapshot, day, month) = tokio::try_join!(
-        current::snapshot(readings, &ids, now),
+        current::snapshot(readings, &ids, now, state.raw_retention),
         series::timeline(readings, &ids, query(Timeline::Daily), now),
         series::timeline(readings, &ids, query(Timeline::Monthly), now),
     )?;
     let data = DeviceData {
         device,
-        snapshot,
+        snapshot: snapshot.known(),
         day: (BucketPlan::timeline(Timeline::Daily, Tz::UTC, now), day),
         month: (BucketPlan::timeline(Timeline::Monthly, Tz::UTC, now), month),
         now,

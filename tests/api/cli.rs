@@ -375,6 +375,23 @@ fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
 }
 
 #[test]
+fn a_raw_retention_with_readings_in_questdb_is_refused() {
+    refused_serve(
+        &[
+            "--raw-retention-days",
+            "30",
+            "--postgres-url",
+            "postgres://airq@127.0.0.1:9/airq",
+            "--questdb-ilp",
+            "http::addr=127.0.0.1:9;",
+            "--questdb-pg",
+            "postgres://admin:quest@127.0.0.1:9/qdb",
+        ],
+        "AIRQ_RAW_RETENTION_DAYS needs the embedded reading store",
+    );
+}
+
+#[test]
 fn questdb_readings_need_the_pg_wire_url_and_postgres_devices() {
     refused_serve(
         &["--questdb-ilp", "http::addr=127.0.0.1:9;"],

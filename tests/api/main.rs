@@ -39,6 +39,7 @@ mod privacy;
 mod properties;
 mod public;
 mod rate_limits;
+mod retention;
 mod routes;
 mod sqlite_readings;
 mod stop;

@@ -63,6 +63,9 @@ mod properties;
 #[path = "../api/public.rs"]
 mod public;
 #[cfg(airq_test_postgres)]
+#[path = "../api/retention.rs"]
+mod retention;
+#[cfg(airq_test_postgres)]
 #[path = "../api/sqlite_readings.rs"]
 mod sqlite_readings;
 #[cfg(airq_test_postgres)]

@@ -10,7 +10,7 @@
 use hyper::StatusCode;
 use serde::Serialize;
 
-use crate::domain::{Reading, ReadingBatch};
+use crate::domain::{MeasuredWindow, Reading, ReadingBatch};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::views::ReceiptView;
@@ -23,7 +23,7 @@ pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiE
     state.limits.upload(device.id)?;
     let body = body::json(request, body::MAX_BODY, state.body_timeout).await?;
     let now = state.clock.now();
-    let reading = Reading::parse(&body, now)?;
+    let reading = Reading::parse(&body, MeasuredWindow::at(now, state.raw_retention))?;
     let at = reading.measured_at.unwrap_or(now);
     let receipt = state.writer.submit(device.id, at, reading).await?;
     respond::json(
@@ -48,7 +48,7 @@ pub async fn upload_batch(request: Request, state: &AppState) -> Result<Response
     state.limits.upload(device.id)?;
     let body = body::json(request, body::MAX_BATCH_BODY, state.body_timeout).await?;
     let now = state.clock.now();
-    let readings = ReadingBatch::parse(&body, now)?
+    let readings = ReadingBatch::parse(&body, MeasuredWindow::at(now, state.raw_retention))?
         .into_readings()
         .into_iter()
         .map(|reading| (reading.measured_at.unwrap_or(now), reading))

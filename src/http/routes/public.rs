@@ -23,7 +23,7 @@ use crate::http::views::{
 };
 use crate::http::{Request, Response};
 use crate::read::map::MapEntry;
-use crate::read::{clusters, current, map, series};
+use crate::read::{clusters, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
 
@@ -48,11 +48,12 @@ pub async fn device(request: Request, state: &AppState, id: &str) -> Result<Resp
 /// `GET /public/devices/{id}/current`: the location only if it is public too.
 pub async fn current(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
-    let snapshot = current::snapshot(state.readings.as_ref(), &[device.id], state.clock.now())
-        .await?
-        .ok_or(ApiError::NotFound(
-            "this device has not reported any reading yet",
-        ))?;
+    let snapshot = super::air_quality::known(
+        state,
+        &[device.id],
+        "this device has not reported any reading yet",
+    )
+    .await?;
     let rendered = Rendered::json(&Data {
         data: SnapshotView::new(&snapshot, device.flags.is_location_public),
     })?;
@@ -92,6 +93,9 @@ pub async fn readings(request: Request, state: &AppState, id: &str) -> Result<Re
             Format::choose(request.headers(), &params),
         ),
     )?;
+    state
+        .raw_retention
+        .check_export(query.start, state.clock.now())?;
     let device = public_device(state, id).await?;
     let slot = super::export_slot(&request, state)?;
     let readings = crate::read::export::readings(

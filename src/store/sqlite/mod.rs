@@ -18,6 +18,7 @@ mod device_store;
 mod export_pages;
 mod ingest;
 mod packed_sums;
+mod raw_pruner;
 mod reading_store;
 mod rollup;
 
@@ -33,6 +34,7 @@ use super::StoreError;
 
 pub use device_store::SqliteDevices;
 pub use ingest::{FoldConfig, SqliteReadingSink};
+pub use raw_pruner::SqliteRawPruner;
 pub use reading_store::SqliteReadings;
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
