@@ -95,6 +95,19 @@ pub enum Command {
     /// Exit 0 when the server on --listen answers `GET /readyz` with 200 in time (for container
     /// health checks); otherwise exit 1 with the reason on stderr.
     Healthcheck(crate::healthcheck::HealthcheckArgs),
+    /// Copy the data directory to DEST while its server runs (a consistent copy: the ingestion
+    /// log, then the database through SQLite's online backup); start a server on DEST to restore.
+    Backup(BackupArgs),
+}
+
+/// Flags of `airq backup`.
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// Where the copy goes: a path that does not exist yet, or an empty directory.
+    pub dest: PathBuf,
+    /// The data directory to copy (its server may be running).
+    #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
+    pub data_dir: PathBuf,
 }
 
 /// Flags of `airq serve`.

@@ -30,6 +30,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod backup;
 pub mod clock;
 pub mod config;
 pub mod data_dir;

@@ -1,4 +1,5 @@
-//! The `airq` binary: `airq serve` (the default), `airq token OWNER` and `airq healthcheck`.
+//! The `airq` binary: `airq serve` (the default), `airq token OWNER`, `airq healthcheck` and
+//! `airq backup DEST`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -6,7 +7,7 @@ use std::sync::Arc;
 use airq::auth::local::SharedSecretIssuer;
 use airq::auth::LocalIssuer;
 use airq::clock::SystemClock;
-use airq::config::{Cli, Command, Config, ServeArgs, TokenArgs};
+use airq::config::{BackupArgs, Cli, Command, Config, ServeArgs, TokenArgs};
 use airq::Application;
 
 /// jemalloc instead of the system allocator: the upload path's many small, short-lived buffers
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Token(args)) => token(&args),
         Some(Command::Serve(args)) => serve(*args),
         Some(Command::Healthcheck(args)) => airq::healthcheck::run(&args).map_err(Into::into),
+        Some(Command::Backup(args)) => backup(&args),
         None => serve(cli.serve),
     };
     match outcome {
@@ -43,6 +45,22 @@ fn token(args: &TokenArgs) -> Result<(), Box<dyn std::error::Error>> {
         None => LocalIssuer::open(&args.data_dir)?.mint(args.owner.as_str(), args.ttl)?,
     };
     println!("{token}");
+    Ok(())
+}
+
+/// Copies the data directory and says what the copy holds.
+fn backup(args: &BackupArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let report = airq::backup::run(&args.data_dir, &args.dest)?;
+    println!(
+        "backed up {} to {}: readings through receipt id {} ({} of them past the database's \
+         watermark {}, folded when a server starts on it); restore with `airq serve --data-dir {}`",
+        args.data_dir.display(),
+        args.dest.display(),
+        report.through,
+        report.unfolded,
+        report.folded_through,
+        args.dest.display()
+    );
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod idp_server;
 mod test_ca;
 
 mod auth;
+mod backup;
 mod batch;
 mod cli;
 mod contract;

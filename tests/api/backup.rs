@@ -1,0 +1,140 @@
+//! `airq backup DEST` while the server runs and takes uploads: the copy, started as a server,
+//! holds every reading acknowledged before the backup began.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::process::airq;
+use crate::common::{sample, TestApp};
+
+/// `airq backup DEST --data-dir SOURCE`; its output.
+fn backup(source: &Path, destination: &Path) -> std::process::Output {
+    airq(
+        Path::new("."),
+        &[
+            "backup",
+            destination.to_str().expect("a UTF-8 path"),
+            "--data-dir",
+            source.to_str().expect("a UTF-8 path"),
+        ],
+    )
+    .output()
+    .expect("airq backup runs")
+}
+
+/// The receipt ids of a 201 batch answer.
+async fn receipt_ids(response: reqwest::Response) -> Vec<u64> {
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.expect("receipt");
+    body["data"]["receipts"]
+        .as_array()
+        .expect("receipts")
+        .iter()
+        .map(|receipt| receipt["id"].as_u64().expect("id"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_backup_under_upload_load_restores_every_reading_acknowledged_before_it_began() {
+    // Small log segments, folded often: segments are pruned while the backup copies, as they
+    // are under a long-running load.
+    let app = Arc::new(
+        TestApp::spawn_with(|c| {
+            c.fold.interval = Duration::from_millis(20);
+            c.log_segment_bytes = 64 * 1024;
+        })
+        .await,
+    );
+    let device = app.register_named("alice", "balcony").await;
+    let acknowledged = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let uploads = {
+        let (app, device, acknowledged, stop) = (
+            Arc::clone(&app),
+            device.clone(),
+            Arc::clone(&acknowledged),
+            Arc::clone(&stop),
+        );
+        tokio::spawn(async move {
+            let readings = vec![sample(); 200];
+            while !stop.load(Ordering::Relaxed) {
+                let response = app
+                    .client
+                    .post(app.url("/data/batch"))
+                    .header("x-device-id", device["device_id"].as_str().expect("id"))
+                    .header("x-device-key", device["device_key"].as_str().expect("key"))
+                    .json(&json!({ "readings": readings }))
+                    .send()
+                    .await
+                    .expect("sent");
+                let ids = receipt_ids(response).await;
+                acknowledged.lock().expect("ids").extend(ids);
+            }
+        })
+    };
+    // Uploads are under way, some folded, some not.
+    while acknowledged.lock().expect("ids").len() < 20_000 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before: Vec<u64> = acknowledged.lock().expect("ids").clone();
+    let target = tempfile::tempdir().expect("backup dir");
+    let source = app.data_dir.path().to_owned();
+    let destination = target.path().to_owned();
+    let output = tokio::task::spawn_blocking(move || backup(&source, &destination))
+        .await
+        .expect("backup ran");
+    stop.store(true, Ordering::Relaxed);
+    uploads.await.expect("uploads");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("restore with `airq serve"));
+
+    let restored = TestApp::spawn_in(target, |_| {}).await;
+    let stored = restored.stored_ids().await;
+    let missing: Vec<&u64> = before
+        .iter()
+        .filter(|id| stored.binary_search(id).is_err())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged readings missing, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    // The restored server serves them, and its owner's token still works.
+    let current = restored
+        .data_as(
+            "alice",
+            &format!("/devices/{}/current", device["id"].as_str().expect("id")),
+        )
+        .await;
+    assert!(current["sample_count"]
+        .as_u64()
+        .is_some_and(|count| count > 0));
+}
+
+#[tokio::test]
+async fn a_backup_never_overwrites_and_needs_a_data_dir() {
+    let app = TestApp::spawn().await;
+    let occupied = tempfile::tempdir().expect("dir");
+    std::fs::write(occupied.path().join("keep.txt"), "mine").expect("a file");
+    let output = backup(app.data_dir.path(), occupied.path());
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not an empty directory"));
+    assert_eq!(
+        std::fs::read_to_string(occupied.path().join("keep.txt")).expect("kept"),
+        "mine"
+    );
+    let empty = tempfile::tempdir().expect("dir");
+    let output = backup(empty.path(), &empty.path().join("copy"));
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not an airq data directory"));
+    assert!(!empty.path().join("copy").exists());
+}
