@@ -142,20 +142,34 @@ fn clean_up(url: &str, statement: String) {
             .build()
             .ok()?;
         runtime.block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .ok()?;
-                tokio::spawn(connection);
-                client.simple_query(&statement).await.ok()
-            })
-            .await
-            .ok()
-            .flatten()
+            // A DROP can fail while the database is still busy with the table (QuestDB applies
+            // a WAL table's last transactions behind its acknowledgements): try again for a while
+            // rather than leave the table behind.
+            for _ in 0..CLEAN_UP_ATTEMPTS {
+                let dropped = tokio::time::timeout(Duration::from_secs(10), async {
+                    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .ok()?;
+                    tokio::spawn(connection);
+                    client.simple_query(&statement).await.ok()
+                })
+                .await
+                .ok()
+                .flatten();
+                if dropped.is_some() {
+                    return Some(());
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            eprintln!("left behind after {CLEAN_UP_ATTEMPTS} attempts: {statement}");
+            None
         })
     })
     .join();
 }
+
+/// How often a test's table or schema is dropped before it is given up (and named on stderr).
+const CLEAN_UP_ATTEMPTS: usize = 20;
 
 /// The contract of the document the server serves, fetched from the first server of the process
 /// (the document is compiled into the server, so every server of a test binary serves the same).
