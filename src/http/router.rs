@@ -111,6 +111,21 @@ pub static ROUTES: &[Route] = &[
         access: Access::Page,
         handler: |request, state, path| Box::pin(web::device_page::show(request, state, path.id())),
     },
+    // the map library the pages load (`{id}`: a file name)
+    Route {
+        method: Method::GET,
+        path: "/assets/leaflet-1.9.4/{id}",
+        access: Access::Page,
+        handler: |request, _, path| Box::pin(async move { web::assets::show(&request, path.id()) }),
+    },
+    Route {
+        method: Method::GET,
+        path: "/assets/leaflet-1.9.4/images/{id}",
+        access: Access::Page,
+        handler: |request, _, path| {
+            Box::pin(async move { web::assets::show(&request, &format!("images/{}", path.id())) })
+        },
+    },
     // service
     Route {
         method: Method::GET,
@@ -470,7 +485,8 @@ mod tests {
             "/api/v1/devices/x/",
             "/api/v1/public/devices//current",
             "/api/v1",
-            "/",
+            "//",
+            "/assets/leaflet-1.9.4/",
         ] {
             assert!(table.find(path).is_none(), "{path}");
         }

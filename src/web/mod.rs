@@ -7,9 +7,11 @@
 //! markup, so a device name (user input) can never become markup. Pages read the same store
 //! traits as the API and colour AQI values from one table ([`crate::domain::AqiCategory`]);
 //! charts are inline SVG, so the device page works without JavaScript. Only the map needs a
-//! script: the map library (Leaflet, pinned, with subresource integrity) and the tiles come from
-//! [`settings`], nothing is vendored into the binary beyond the page's own small script.
+//! script: the map library (Leaflet 1.9.4, pinned, with subresource integrity) is served by the
+//! binary itself ([`assets`]) unless [`settings`] point elsewhere; the tiles come from
+//! [`settings`].
 
+pub mod assets;
 pub mod badge;
 pub mod chart;
 pub mod device_page;

@@ -1,16 +1,19 @@
 //! Where the pages' map comes from: the map library (Leaflet) and the tile server, both settings
-//! with public defaults, so `cargo run` serves a working map and nothing is vendored.
+//! with working defaults, so `cargo run` serves a working map.
 //!
-//! The library is pinned (Leaflet 1.9.4 from a CDN) and loaded with subresource integrity: a CDN
-//! that served other bytes would be refused by the browser. The integrity values are those of the
-//! files in the `leaflet@1.9.4` npm package (the browser test checks them against it). An
-//! operator who hosts the library elsewhere points the URL there; one who changes the version
-//! sets the integrity values too, or empties them to load without a check.
+//! The library is pinned (Leaflet 1.9.4), served by the binary itself by default
+//! ([`super::assets`], so the map needs no third party but the tiles) and loaded with subresource
+//! integrity, so a CDN configured instead that served other bytes would be refused by the
+//! browser. The integrity values are those of the files in the `leaflet@1.9.4` npm package (the
+//! browser test checks them against it, another test against the served files). An operator who
+//! hosts the library elsewhere points the URL there (`https://unpkg.com/leaflet@1.9.4/dist/`, the
+//! default before); one who changes the version sets the integrity values too, or empties them
+//! to load without a check.
 
 use std::fmt;
 
-/// Leaflet's `dist/` folder on a public CDN, pinned to one version.
-pub const DEFAULT_LIBRARY_URL: &str = "https://unpkg.com/leaflet@1.9.4/dist/";
+/// Leaflet's `dist/` folder as this server serves it ([`super::assets::LEAFLET_PATH`]).
+pub const DEFAULT_LIBRARY_URL: &str = super::assets::LEAFLET_PATH;
 /// The integrity of `leaflet.js` in `leaflet@1.9.4`.
 pub const DEFAULT_SCRIPT_INTEGRITY: &str =
     "sha384-cxOPjt7s7Iz04uaHJceBmS+qpjv2JkIHNVcuOrM+YHwZOmJGBXI00mdUXEq65HTH";

@@ -114,16 +114,60 @@ async fn the_front_page_answers_304_to_its_entity_tag() {
     assert_eq!(again.status(), 304);
 }
 
+/// The subresource integrity (`sha384-…`) of `bytes`.
+fn integrity(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    let digest = ring::digest::digest(&ring::digest::SHA384, bytes);
+    format!(
+        "sha384-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    )
+}
+
+#[tokio::test]
+async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
+    let app = TestApp::spawn().await;
+    for (file, media_type, pinned) in [
+        (
+            "leaflet.js",
+            "text/javascript; charset=utf-8",
+            airq::web::settings::DEFAULT_SCRIPT_INTEGRITY,
+        ),
+        (
+            "leaflet.css",
+            "text/css; charset=utf-8",
+            airq::web::settings::DEFAULT_STYLE_INTEGRITY,
+        ),
+    ] {
+        let response = page(&app, &format!("/assets/leaflet-1.9.4/{file}"), None).await;
+        assert_eq!(response.status(), 200, "{file}");
+        assert_eq!(response.headers()["content-type"], media_type);
+        assert_eq!(
+            response.headers()["cache-control"],
+            "public, max-age=31536000, immutable"
+        );
+        let bytes = response.bytes().await.expect("the file");
+        assert_eq!(integrity(&bytes), pinned, "{file} is the pinned file");
+    }
+    for image in ["marker-icon.png", "layers-2x.png"] {
+        let response = page(&app, &format!("/assets/leaflet-1.9.4/images/{image}"), None).await;
+        assert_eq!(response.status(), 200, "{image}");
+        assert_eq!(response.headers()["content-type"], "image/png");
+    }
+    let licence = page(&app, "/assets/leaflet-1.9.4/LICENSE", None).await;
+    assert!(licence.text().await.expect("text").contains("BSD 2-Clause"));
+    let missing = page(&app, "/assets/leaflet-1.9.4/leaflet-src.js", None).await;
+    problem(missing, 404).await;
+}
+
 #[tokio::test]
 async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_legend() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
     assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains(r#"<script src="/assets/leaflet-1.9.4/leaflet.js" integrity="sha384-"#));
     assert!(page.contains(
-        r#"<script src="https://unpkg.com/leaflet@1.9.4/dist/leaflet.js" integrity="sha384-"#
-    ));
-    assert!(page.contains(
-        r#"<link rel="stylesheet" href="https://unpkg.com/leaflet@1.9.4/dist/leaflet.css" integrity="sha384-"#
+        r#"<link rel="stylesheet" href="/assets/leaflet-1.9.4/leaflet.css" integrity="sha384-"#
     ));
     assert!(page.contains(r#"data-feed="/api/v1/public/map/clusters""#));
     assert!(page.contains(r#"data-tiles="https://tile.openstreetmap.org/{z}/{x}/{y}.png""#));
