@@ -143,7 +143,7 @@ pub static ROUTES: &[Route] = &[
         method: Method::GET,
         path: "/metrics",
         access: Access::Service,
-        handler: |_, state, _| Box::pin(async { Ok(meta::metrics(state)) }),
+        handler: |request, state, _| Box::pin(async move { Ok(meta::metrics(&request, state)) }),
     },
     Route {
         method: Method::GET,

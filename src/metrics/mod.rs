@@ -14,6 +14,7 @@
 //!   is in the scrape only when the readings are in the embedded store (QuestDB has no fold).
 //! - **Read at scrape time.** The fold backlog and the process figures are read when scraped.
 
+pub mod classic;
 mod labels;
 mod process;
 mod sampled;

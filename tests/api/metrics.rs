@@ -223,6 +223,65 @@ async fn the_scrape_is_openmetrics_with_every_documented_family() {
 }
 
 #[tokio::test]
+async fn a_scraper_that_asks_for_text_plain_gets_the_classic_prometheus_format() {
+    let app = TestApp::spawn().await;
+    let device = app.register_named("alice", "balcony").await;
+    upload_batch(&app, &device, 3).await;
+    let response = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .header("accept", "text/plain;version=0.0.4;q=0.9,*/*;q=0.1")
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    let text = response.text().await.expect("text");
+    assert!(!text.contains("# EOF") && !text.contains("# UNIT"));
+    // Every family is named after its samples, as the classic format wants.
+    let mut family = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("name and type");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(kind != "counter" || name.ends_with("_total"), "{line}");
+            family = name.to_owned();
+        } else if !line.starts_with('#') {
+            assert!(line.starts_with(&family), "{line} follows # TYPE {family}");
+        }
+    }
+    assert!(text.contains("# TYPE airq_build_info gauge"));
+    assert!(text.contains("airq_readings_committed_total 3"));
+    // promtool, where CI fetched it (`.ci/run` exports PROMTOOL), must accept it whole.
+    if let Ok(promtool) = std::env::var("PROMTOOL") {
+        use std::io::Write as _;
+        let mut check = std::process::Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool runs");
+        check
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("written");
+        let checked = check.wait_with_output().expect("promtool ends");
+        assert!(
+            checked.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&checked.stdout),
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
+}
+
+#[tokio::test]
 async fn request_durations_are_counted_by_route_template_method_and_status_class() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;

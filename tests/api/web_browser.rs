@@ -118,7 +118,22 @@ fn the_default_integrity_values_are_those_of_leaflet_1_9_4_on_npm() {
         integrity(&read("leaflet.css")),
         airq::web::settings::DEFAULT_STYLE_INTEGRITY
     );
-    assert!(airq::web::settings::DEFAULT_LIBRARY_URL.contains(LEAFLET));
+    assert!(airq::web::settings::DEFAULT_LIBRARY_URL.contains("leaflet-1.9.4"));
+    // And the files the binary serves by default are the package's, byte for byte.
+    let vendored =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/web/vendor/leaflet-1.9.4");
+    for name in [
+        "leaflet.js",
+        "leaflet.css",
+        "images/marker-icon.png",
+        "images/layers.png",
+    ] {
+        assert_eq!(
+            std::fs::read(vendored.join(name)).expect("a vendored file"),
+            read(name),
+            "{name}"
+        );
+    }
 }
 
 /// A tile standing in for a map's: a light square with a grid, so screenshots read as a map.

@@ -1,6 +1,7 @@
 //! The pages for people, over plain HTTP: `/map` and `/devices/{id}` (what a browser does with
 //! them is tests/api/web_browser.rs).
 
+use base64::Engine as _;
 use chrono::{DateTime, TimeDelta, Utc};
 use reqwest::Response;
 use serde_json::{json, Value};
@@ -114,16 +115,6 @@ async fn the_front_page_answers_304_to_its_entity_tag() {
     assert_eq!(again.status(), 304);
 }
 
-/// The subresource integrity (`sha384-…`) of `bytes`.
-fn integrity(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    let digest = ring::digest::digest(&ring::digest::SHA384, bytes);
-    format!(
-        "sha384-{}",
-        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
-    )
-}
-
 #[tokio::test]
 async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
     let app = TestApp::spawn().await;
@@ -147,7 +138,12 @@ async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
             "public, max-age=31536000, immutable"
         );
         let bytes = response.bytes().await.expect("the file");
-        assert_eq!(integrity(&bytes), pinned, "{file} is the pinned file");
+        let digest = ring::digest::digest(&ring::digest::SHA384, &bytes);
+        let served = format!(
+            "sha384-{}",
+            base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+        );
+        assert_eq!(served, pinned, "{file} is the pinned file");
     }
     for image in ["marker-icon.png", "layers-2x.png"] {
         let response = page(&app, &format!("/assets/leaflet-1.9.4/images/{image}"), None).await;

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::http::{respond, Response};
+use crate::http::{negotiate, respond, Request, Response};
 
 /// The OpenAPI 3.1 document of every route, body, response and problem.
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -26,14 +26,26 @@ pub async fn ready(state: &AppState) -> Result<Response, ApiError> {
     respond::json(StatusCode::OK, &json!({ "status": "ready" }))
 }
 
-/// `GET /metrics`: the OpenMetrics text exposition.
-pub fn metrics(state: &AppState) -> Response {
+/// `GET /metrics`: the OpenMetrics text exposition, or the classic Prometheus text when
+/// `Accept` prefers `text/plain` (older scrapers, `promtool check metrics`).
+pub fn metrics(request: &Request, state: &AppState) -> Response {
+    let text = state.metrics.render();
+    if negotiate::preferred(request.headers(), METRICS_FORMATS) == 1 {
+        return respond::with_body(
+            StatusCode::OK,
+            crate::metrics::classic::CONTENT_TYPE,
+            Bytes::from(crate::metrics::classic::convert(&text)),
+        );
+    }
     respond::with_body(
         StatusCode::OK,
         crate::metrics::CONTENT_TYPE,
-        Bytes::from(state.metrics.render()),
+        Bytes::from(text),
     )
 }
+
+/// The representations of `/metrics`, the default first.
+const METRICS_FORMATS: &[&str] = &["application/openmetrics-text", "text/plain"];
 
 /// `GET /api/v1/openapi.json`.
 pub fn openapi() -> Response {
