@@ -49,8 +49,10 @@ def _instant(value):
 
 
 def _path(context):
+    """The operation's path below /api/v1 (the document's paths are absolute)."""
     operation = getattr(context, "operation", None)
-    return operation.path if operation is not None else ""
+    path = operation.path if operation is not None else ""
+    return path[len("/api/v1"):] if path.startswith("/api/v1/") else path
 
 
 def _custom_range(query):

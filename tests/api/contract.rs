@@ -281,7 +281,7 @@ async fn unknown_paths_and_methods_are_held_to_their_documented_answers() {
         &headers(&[JSON]),
         b"{}",
     );
-    assert_caught(&violations, "PUT is not an operation of /devices");
+    assert_caught(&violations, "PUT is not an operation of /api/v1/devices");
 }
 
 #[tokio::test]

@@ -401,7 +401,7 @@ async fn the_openapi_document_describes_the_429s() {
                 "get"
             };
             assert_eq!(
-                doc["paths"][path][method]["responses"]["429"]["$ref"],
+                doc["paths"][format!("/api/v1{path}")][method]["responses"]["429"]["$ref"],
                 format!("#/components/responses/{name}"),
                 "{method} {path}"
             );
