@@ -10,7 +10,10 @@ does. The rules, as the document states them:
   10 years by month;
 - raw exports: `start` < `end`, at most 366 days apart;
 - the map's `bbox`: `minLat` <= `maxLat`;
-- uploads: `measured_at` within [now - 366 days, now + 5 minutes].
+- uploads: `measured_at` within [now - 366 days, now + 5 minutes];
+- `tz`: one of the zone names the document lists in `x-airq-zone-names` (a string in the schema,
+  so generators do not choke on a 598-value enum);
+- the devices list: `cursor` only as a previous page's `next` link gives it, and with `limit`.
 
 One more repair is the fuzzer's, not the document's: Schemathesis sends every body as is, so an
 upload whose `Content-Encoding` names gzip is sent as `identity` (the document's example names
@@ -18,10 +21,18 @@ upload whose `Content-Encoding` names gzip is sent as `identity` (the document's
 """
 
 import datetime as dt
+import json
+import pathlib
 import re
 
 import schemathesis
 
+# The zone names the server accepts, as the document lists them.
+ZONES = frozenset(
+    json.loads((pathlib.Path(__file__).parent.parent / "src/http/openapi.json").read_text())[
+        "components"
+    ]["parameters"]["TimeZone"]["schema"]["x-airq-zone-names"]
+)
 DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 BBOX = re.compile(r"^([^,]+),([^,]+),([^,]+),([^,]+)$")
 # One instant for the whole run, so a case repaired twice is repaired the same way (Hypothesis
@@ -97,6 +108,11 @@ def _bbox(query):
 def _query(path, query):
     if not isinstance(query, dict):
         return query
+    if isinstance(query.get("tz"), str) and query["tz"] not in ZONES and query["tz"] != "":
+        query["tz"] = "UTC"
+    if path == "/devices" and "cursor" in query:
+        # A cursor comes from the server, never from a generator: start from the first page.
+        del query["cursor"]
     if path == "/air-quality/custom":
         _custom_range(query)
     elif path.endswith("/readings"):
