@@ -134,6 +134,15 @@ pub struct FleetArgs {
     pub register_connections: usize,
 }
 
+/// Where a generated fleet's devices are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Homes {
+    /// Evenly over the inhabited latitudes.
+    Even,
+    /// 70 % around 300 towns (`map`'s fleet), the rest evenly.
+    Towns,
+}
+
 /// `uploads`.
 #[derive(Debug, Clone, Args)]
 pub struct UploadArgs {
@@ -146,6 +155,10 @@ pub struct UploadArgs {
     /// How stored readings are counted for the loss check.
     #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
     pub verify: VerifyMode,
+    /// Where the devices live: spread evenly over latitudes 55° S to 70° N (`even`), or 70 % in
+    /// 300 towns, Berlin the largest, as the `map` scenario's fleet (`towns`: a map with cities).
+    #[arg(long, value_enum, default_value_t = Homes::Even)]
+    pub homes: Homes,
 }
 
 /// `batch`.
