@@ -196,6 +196,7 @@ pub async fn run(args: &crate::cli::CeilingArgs) -> Result<serde_json::Value, Bo
             fleet: args.fleet.clone(),
             load: args.load.clone(),
             verify: args.verify,
+            homes: crate::cli::Homes::Even,
         })
         .await?;
         let ratio = print_ratio("ceiling", &uploads.summary, &ceiling);

@@ -47,6 +47,10 @@ pub enum Command {
     /// The map's clusters at fleet scale, in process: rebuild time per cache period, bytes of a
     /// world and a city view, time per request from the cache.
     Map(MapArgs),
+    /// The clusters feed over HTTP against a running server: a polling viewer's bytes per
+    /// minute and rebuilds, and time per request from the cache, for a world, a region and a
+    /// city view.
+    MapPoll(MapPollArgs),
     /// Sample a process's resident memory and report the maximum.
     Rss(RssArgs),
 }
@@ -134,6 +138,15 @@ pub struct FleetArgs {
     pub register_connections: usize,
 }
 
+/// Where a generated fleet's devices are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Homes {
+    /// Evenly over the inhabited latitudes.
+    Even,
+    /// 70 % around 300 towns (`map`'s fleet), the rest evenly.
+    Towns,
+}
+
 /// `uploads`.
 #[derive(Debug, Clone, Args)]
 pub struct UploadArgs {
@@ -146,6 +159,10 @@ pub struct UploadArgs {
     /// How stored readings are counted for the loss check.
     #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
     pub verify: VerifyMode,
+    /// Where the devices live: spread evenly over latitudes 55° S to 70° N (`even`), or 70 % in
+    /// 300 towns, Berlin the largest, as the `map` scenario's fleet (`towns`: a map with cities).
+    #[arg(long, value_enum, default_value_t = Homes::Even)]
+    pub homes: Homes,
 }
 
 /// `batch`.
@@ -347,6 +364,22 @@ pub struct MapArgs {
     pub requests: usize,
 }
 
+/// `map-poll`.
+#[derive(Debug, Clone, Args)]
+pub struct MapPollArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// How often the viewer polls every view (the page polls every cache period).
+    #[arg(long, default_value_t = 5_000)]
+    pub interval_ms: u64,
+    /// Seconds of polling.
+    #[arg(long, short = 'd', default_value_t = 60.0)]
+    pub duration: f64,
+    /// Requests timed per view and kind (200 gzip, conditional) from the cache.
+    #[arg(long, short = 'n', default_value_t = 2_000)]
+    pub requests: usize,
+}
+
 /// `export`.
 #[derive(Debug, Clone, Args)]
 pub struct ExportArgs {
@@ -429,6 +462,7 @@ mod tests {
             &["airq-bench", "reads", "--with-uploads", "500"],
             &["airq-bench", "seed", "-m", "2", "--days", "1"],
             &["airq-bench", "rss", "--pid", "1"],
+            &["airq-bench", "map-poll", "-d", "10", "--server-pid", "1"],
             &[
                 "airq-bench",
                 "export",

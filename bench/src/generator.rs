@@ -156,6 +156,14 @@ impl UploadWorkload {
         })
     }
 
+    /// The same workload with device `i` at `homes[i]` (devices beyond `homes` keep theirs).
+    pub fn with_homes(mut self, homes: &[(f64, f64)]) -> Self {
+        for (profile, home) in self.profiles.iter_mut().zip(homes) {
+            profile.home = *home;
+        }
+        self
+    }
+
     /// 201s per device, in fleet order.
     pub fn acks(&self) -> Vec<u64> {
         self.acks

@@ -24,6 +24,7 @@ mod generator;
 mod kill;
 mod load;
 mod map;
+mod map_poll;
 mod reads;
 mod rss;
 mod seed;
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
             Command::Seed(args) => seed::run(args).await,
             Command::Export(args) => export::run(args).await,
             Command::Map(args) => map::run(args).await,
+            Command::MapPoll(args) => map_poll::run(args).await,
             Command::Rss(args) => {
                 rss::run(
                     args.pid,

@@ -188,10 +188,11 @@ pub async fn run(args: &MapArgs) -> Result<serde_json::Value, BoxError> {
 /// Towns the fleet clusters in.
 const TOWNS: usize = 300;
 
-/// `count` map entries: 70 % within about 15 km of one of [`TOWNS`] towns (Berlin the first),
-/// the rest between 55° S and 70° N; every tenth offline; AQI 0–300. A fixed sequence, so runs
+/// The fleet's random draws, per device: latitude, longitude, then three units in [0, 1) for
+/// its AQI, PM2.5 and temperature. 70 % within about 15 km of one of [`TOWNS`] towns (Berlin
+/// the first, with weight 1/rank), the rest between 55° S and 70° N. A fixed sequence, so runs
 /// compare.
-fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
+fn draws(count: usize) -> Vec<[f64; 5]> {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = move || {
         state ^= state << 13;
@@ -202,9 +203,8 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
     let towns: Vec<(f64, f64)> = std::iter::once((52.52, 13.405))
         .chain((1..TOWNS).map(|_| (next() * 115.0 - 45.0, next() * 360.0 - 180.0)))
         .collect();
-    let owner = OwnerId::parse("bench-map").ok_or("an owner id")?;
-    Ok((0..count)
-        .map(|i| {
+    (0..count)
+        .map(|_| {
             let (lat, lon) = if next() < 0.7 {
                 // Berlin gets a share worthy of a capital: a town picked with weight 1/rank.
                 let rank = ((TOWNS as f64).powf(next()) as usize).clamp(1, TOWNS) - 1;
@@ -216,6 +216,23 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
             } else {
                 (next() * 125.0 - 55.0, next() * 360.0 - 180.0)
             };
+            [lat, lon, next(), next(), next()]
+        })
+        .collect()
+}
+
+/// Where the `count` devices of [`fleet`] are (`uploads --homes towns` places a fleet so).
+pub fn positions(count: usize) -> Vec<(f64, f64)> {
+    draws(count).into_iter().map(|d| (d[0], d[1])).collect()
+}
+
+/// `count` map entries at [`draws`]' positions; every tenth offline; AQI 0–300.
+fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
+    let owner = OwnerId::parse("bench-map").ok_or("an owner id")?;
+    Ok(draws(count)
+        .into_iter()
+        .enumerate()
+        .map(|(i, [lat, lon, aqi, pm2_5, temperature])| {
             let status = if i % 10 == 0 {
                 Status::Offline
             } else {
@@ -242,9 +259,9 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
                         provider: "gps".to_owned(),
                         at: now,
                     },
-                    aqi: (next() * 300.0) as i64,
-                    pm2_5: (next() * 1000.0).round() / 10.0,
-                    temperature: (next() * 400.0).round() / 10.0 - 5.0,
+                    aqi: (aqi * 300.0) as i64,
+                    pm2_5: (pm2_5 * 1000.0).round() / 10.0,
+                    temperature: (temperature * 400.0).round() / 10.0 - 5.0,
                 },
                 status,
             }

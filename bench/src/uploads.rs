@@ -120,12 +120,16 @@ pub async fn run(args: &UploadArgs) -> Result<UploadOutcome, BoxError> {
         args.target.server_pid,
         plan.duration + plan.grace + Duration::from_secs(60),
     )?;
-    let workload = Arc::new(UploadWorkload::new(
+    let mut workload = UploadWorkload::new(
         target.clone(),
         &obtained.fleet,
         args.load.location_share,
         None,
-    )?);
+    )?;
+    if args.homes == crate::cli::Homes::Towns {
+        workload = workload.with_homes(&crate::map::positions(obtained.fleet.devices.len()));
+    }
+    let workload = Arc::new(workload);
     eprintln!("uploads: {} against {}", plan.label, target.url);
     let server_metrics::Measured {
         summary,

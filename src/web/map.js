@@ -141,7 +141,64 @@
     list.appendChild(dd);
   }
 
+  // Every time on the pages in one zone, said: UTC, minutes, as the device page writes them
+  // ("2026-11-28 05:20 UTC"), whatever the browser's zone.
+  function utc(instant) {
+    var at = new Date(instant);
+    if (isNaN(at.getTime())) { return '–'; }
+    return at.toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
+  }
+
+  // A device's current snapshot (the public current route: the means of the last hour, as on
+  // its page) by id, with its ETag; asked for when its popup opens, not on every poll.
+  var currents = new Map();
+
+  function currentUrl(id) {
+    return '/api/v1/public/devices/' + encodeURIComponent(id) + '/current';
+  }
+
+  // Writes a snapshot (or why there is none) into a popup's hour fields.
+  function fillCurrent(root, current) {
+    function set(name, text) {
+      var dd = root.querySelector('[data-field="' + name + '"]');
+      if (dd) { dd.textContent = text; }
+    }
+    if (!current) {
+      set('aqi', 'could not be loaded');
+      return;
+    }
+    set('aqi', current.aqi + ' · ' + (current.status === 'offline' ? 'offline' : band(current.aqi).name));
+    set('pm2_5', decimal(current.pm2_5, 1) + ' µg/m³');
+    set('temperature', decimal(current.temperature, 1) + ' °C');
+    set('status', current.status);
+    set('last_seen', utc(current.last_seen));
+    set('sample_count', current.sample_count + (current.sample_count === 1 ? ' reading' : ' readings'));
+    root.dataset.current = 'loaded';
+  }
+
+  // Fetches device `id`'s current snapshot (revalidated with its ETag) and writes it into `root`.
+  function loadCurrent(id, root) {
+    var known = currents.get(id);
+    var headers = { Accept: 'application/json' };
+    if (known) { headers['If-None-Match'] = known.etag; }
+    fetch(currentUrl(id), { headers: headers, cache: 'no-store' })
+      .then(function (response) {
+        if (response.status === 304 && known) { return known.data; }
+        if (!response.ok) { throw new Error('the current snapshot answered ' + response.status); }
+        var etag = response.headers.get('ETag');
+        return response.json().then(function (body) {
+          if (etag) { currents.set(id, { etag: etag, data: body.data }); }
+          return body.data;
+        });
+      })
+      .then(function (current) { fillCurrent(root, current); })
+      .catch(function () { fillCurrent(root, known ? known.data : null); });
+  }
+
   // Built from nodes and textContent: a device name is user input and never markup.
+  // The popup shows what the device's page shows (the means of the last hour from the public
+  // current snapshot, fetched when it opens) and, apart and labelled, the latest located reading
+  // the map feed carries, which is what the marker's colour shows.
   function popup(p) {
     var root = document.createElement('div');
     root.className = 'airq-popup';
@@ -154,18 +211,26 @@
     title.appendChild(name);
     title.dataset.field = 'name';
     root.appendChild(title);
-    var list = document.createElement('dl');
-    field(list, 'AQI', p.aqi + ' · ' + band(p.aqi).name, 'aqi');
-    field(list, 'PM2.5', decimal(p.pm2_5, 1) + ' µg/m³', 'pm2_5');
-    field(list, 'Temperature', decimal(p.temperature, 1) + ' °C', 'temperature');
-    field(list, 'Status', p.status, 'status');
-    field(list, 'Measured', new Date(p.measured_at).toLocaleString(), 'measured_at');
-    root.appendChild(list);
+    var hour = document.createElement('dl');
+    field(hour, 'AQI, mean of the last hour', '…', 'aqi');
+    field(hour, 'PM2.5, mean', '…', 'pm2_5');
+    field(hour, 'Temperature, mean', '…', 'temperature');
+    field(hour, 'Over', '…', 'sample_count');
+    field(hour, 'Status', p.status, 'status');
+    field(hour, 'Last reading', '…', 'last_seen');
+    root.appendChild(hour);
+    var latest = document.createElement('dl');
+    latest.className = 'latest';
+    field(latest, 'Marker: latest reading', p.aqi + ' · ' + band(p.aqi).name, 'latest_aqi');
+    field(latest, 'Measured', utc(p.measured_at), 'measured_at');
+    root.appendChild(latest);
     var link = document.createElement('a');
     link.href = '/devices/' + encodeURIComponent(p.id);
     link.textContent = 'History and downloads';
     if (embedded) { link.target = '_blank'; link.rel = 'noopener'; }
     root.appendChild(link);
+    var known = currents.get(p.id);
+    if (known) { fillCurrent(root, known.data); }
     return root;
   }
 
@@ -246,12 +311,17 @@
       if (!marker) {
         marker = L.circleMarker(at, markerStyle(colourOf(p))).addTo(map);
         marker.bindPopup('');
+        // Opening a popup asks for the device's current snapshot (the hour's mean).
+        marker.on('popupopen', function () {
+          loadCurrent(this.airq.id, this.getPopup().getContent());
+        });
         markers.set(p.id, marker);
       } else {
         marker.setLatLng(at);
         marker.setStyle(markerStyle(colourOf(p)));
       }
       marker.setPopupContent(popup(p));
+      if (marker.isPopupOpen()) { loadCurrent(p.id, marker.getPopup().getContent()); }
       marker.airq = { count: 1, id: p.id, aqi: p.aqi, status: p.status };
     });
     markers.forEach(function (marker, id) {
@@ -285,7 +355,7 @@
       })
       .then(function (collection) {
         if (collection) { show(collection); }
-        say(inView + (inView === 1 ? ' device' : ' devices') + ' in view · ' + new Date().toLocaleTimeString());
+        say(inView + (inView === 1 ? ' device' : ' devices') + ' in view · updated ' + new Date().toISOString().slice(11, 19) + ' UTC');
       })
       .catch(function (error) { say(error.message); })
       .then(schedule);

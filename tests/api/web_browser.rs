@@ -378,6 +378,12 @@ async fn click_at(client: &Client, at: &Value) {
         .expect("the click is performed");
 }
 
+/// A script: the fields of the open popup by `data-field`, once its current snapshot (the hour's
+/// means) has been fetched and written into it (`null` until then).
+const OPEN_POPUP: &str = "const p = document.querySelector('.leaflet-popup .airq-popup');\
+     return p && p.dataset.current === 'loaded' && Object.fromEntries(\
+       Array.from(p.querySelectorAll('[data-field]')).map(e => [e.dataset.field, e.textContent]));";
+
 #[tokio::test]
 async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     let browser = match prerequisites().await {
@@ -456,20 +462,18 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     // The popup of a marker shows its values; the name stays text.
     let marker = until(&client, "the marker", &marker_of(&clean)).await;
     click_at(&client, &marker).await;
-    let popup = until(
-        &client,
-        "the popup",
-        "const p = document.querySelector('.leaflet-popup .airq-popup');\
-         return p && Object.fromEntries(Array.from(p.querySelectorAll('[data-field]'))\
-           .map(e => [e.dataset.field, e.textContent]));",
-    )
-    .await;
+    let popup = until(&client, "the popup with its hour", OPEN_POPUP).await;
     assert_eq!(popup["name"], "Tiergarten <b>");
     assert_eq!(popup["aqi"], "38 · Good");
     assert_eq!(popup["pm2_5"], "9.5 µg/m³");
     assert_eq!(popup["temperature"], "18.5 °C");
+    assert_eq!(popup["sample_count"], "1 reading");
     assert_eq!(popup["status"], "online");
-    assert!(!popup["measured_at"].as_str().unwrap_or_default().is_empty());
+    assert_eq!(popup["latest_aqi"], "38 · Good");
+    assert!(popup["measured_at"]
+        .as_str()
+        .unwrap_or_default()
+        .ends_with(" UTC"));
     // The name sits in an isolating element: it cannot reorder the popup's own text.
     let isolated = until(
         &client,
@@ -734,4 +738,86 @@ async fn the_device_page_draws_its_charts_without_javascript() {
     );
     screenshot(&scripted, "device").await;
     scripted.close().await.expect("session closed");
+}
+
+#[tokio::test]
+async fn the_popup_and_the_device_page_show_the_same_hour_and_say_the_zone() {
+    let browser = match prerequisites().await {
+        Ok(browser) => browser,
+        Err(reason) => return println!("skipped: {reason}"),
+    };
+    let app = app_with_local_assets(browser.assets).await;
+    let device = app
+        .register(
+            "alice",
+            json!({ "name": "Courtyard", "is_public": true, "is_location_public": true, "is_outdoor": true }),
+        )
+        .await;
+    let id = device["id"].as_str().expect("id").to_owned();
+    // Two readings in the last hour: AQI 20 forty minutes ago, 60 five minutes ago. The hour's
+    // mean is 40 (Good); the latest reading, which the map feed carries, is 60 (Moderate).
+    let now = app.clock.now();
+    for (aqi, minutes) in [(20, 40), (60, 5)] {
+        let reading = located(sample_with(aqi, 10.0, 19.0), 52.5, 13.4);
+        app.upload_ok(
+            &device,
+            &measured(reading, now - TimeDelta::minutes(minutes)),
+        )
+        .await;
+    }
+
+    let client = browser
+        .driver
+        .session(&browser.chromium, true, MAP_WINDOW)
+        .await;
+    client
+        .goto(&format!("{}/map?lat=52.5&lon=13.4&zoom=16", app.base))
+        .await
+        .expect("the map page loads");
+    let marker = until(&client, "the device's marker", &marker_of(&id)).await;
+    // The marker is coloured by the latest reading, as the map feed says.
+    assert_eq!(marker["fill"], AqiCategory::of(60).colour());
+    click_at(&client, &marker).await;
+    let popup = until(&client, "the popup with its hour", OPEN_POPUP).await;
+    assert_eq!(popup["aqi"], "40 · Good", "{popup}");
+    assert_eq!(popup["sample_count"], "2 readings");
+    assert_eq!(popup["latest_aqi"], "60 · Moderate");
+    let last_seen = popup["last_seen"].as_str().expect("text").to_owned();
+    let measured_at = popup["measured_at"].as_str().expect("text").to_owned();
+    // One zone, said: UTC, as the device page writes it, whatever the browser's zone.
+    let utc = (now - TimeDelta::minutes(5))
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string();
+    assert_eq!(
+        (last_seen.as_str(), measured_at.as_str()),
+        (utc.as_str(), utc.as_str())
+    );
+    let status = until(
+        &client,
+        "the status line",
+        "const s = document.getElementById('map-status'); return s && / UTC$/.test(s.textContent) && s.textContent;",
+    )
+    .await;
+    assert!(status
+        .as_str()
+        .unwrap_or_default()
+        .contains("1 device in view"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    screenshot(&client, "map-popup-hour").await;
+
+    // The device's page: the same AQI (the hour's mean) and the same time in the same zone.
+    client
+        .goto(&format!("{}/devices/{id}", app.base))
+        .await
+        .expect("the device page loads");
+    let page = until(
+        &client,
+        "the device page's current values",
+        "const c = document.querySelector('.current .aqi-chip');\
+         const t = document.querySelector('[data-field=last_seen]');\
+         return c && t && [c.dataset.aqi, c.querySelector('.aqi-name').textContent, t.textContent];",
+    )
+    .await;
+    assert_eq!(page, json!(["40", "Good", last_seen]));
+    client.close().await.expect("session closed");
 }
