@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::batch::{batch_receipts, post_batch};
 use crate::common::process::airq;
 use crate::common::{sample, TestApp};
 
@@ -24,18 +25,6 @@ fn backup(source: &Path, destination: &Path) -> std::process::Output {
     )
     .output()
     .expect("airq backup runs")
-}
-
-/// The receipt ids of a 201 batch answer.
-async fn receipt_ids(response: reqwest::Response) -> Vec<u64> {
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().await.expect("receipt");
-    body["data"]["receipts"]
-        .as_array()
-        .expect("receipts")
-        .iter()
-        .map(|receipt| receipt["id"].as_u64().expect("id"))
-        .collect()
 }
 
 #[tokio::test]
@@ -60,19 +49,13 @@ async fn a_backup_under_upload_load_restores_every_reading_acknowledged_before_i
             Arc::clone(&stop),
         );
         tokio::spawn(async move {
-            let readings = vec![sample(); 200];
+            let batch = json!({ "readings": vec![sample(); 200] });
             while !stop.load(Ordering::Relaxed) {
-                let response = app
-                    .client
-                    .post(app.url("/data/batch"))
-                    .header("x-device-id", device["device_id"].as_str().expect("id"))
-                    .header("x-device-key", device["device_key"].as_str().expect("key"))
-                    .json(&json!({ "readings": readings }))
-                    .send()
-                    .await
-                    .expect("sent");
-                let ids = receipt_ids(response).await;
-                acknowledged.lock().expect("ids").extend(ids);
+                let receipts = batch_receipts(post_batch(&app, &device, &batch).await).await;
+                acknowledged
+                    .lock()
+                    .expect("ids")
+                    .extend(receipts.into_iter().map(|(id, _)| id));
             }
         })
     };

@@ -101,21 +101,6 @@ async fn the_front_page_says_what_airq_is_and_links_the_map_the_api_and_the_heal
 }
 
 #[tokio::test]
-async fn the_front_page_answers_304_to_its_entity_tag() {
-    let app = TestApp::spawn().await;
-    let first = page(&app, "/", None).await;
-    let etag = first.headers()["etag"].clone();
-    let again = app
-        .client
-        .get(format!("{}/", app.base))
-        .header("if-none-match", etag)
-        .send()
-        .await
-        .expect("request sent");
-    assert_eq!(again.status(), 304);
-}
-
-#[tokio::test]
 async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
     let app = TestApp::spawn().await;
     for (file, media_type, pinned) in [
@@ -232,19 +217,21 @@ async fn the_embedded_map_has_no_header_or_footer() {
 }
 
 #[tokio::test]
-async fn the_map_page_answers_304_to_its_entity_tag() {
+async fn the_front_page_and_the_map_page_answer_304_to_their_entity_tags() {
     let app = TestApp::spawn().await;
-    let first = page(&app, "/map", None).await;
-    let etag = first.headers()["etag"].clone();
-    assert_eq!(first.headers()["cache-control"], "no-cache");
-    let again = app
-        .client
-        .get(format!("{}/map", app.base))
-        .header("if-none-match", etag)
-        .send()
-        .await
-        .expect("request sent");
-    assert_eq!(again.status(), 304);
+    for path in ["/", "/map"] {
+        let first = page(&app, path, None).await;
+        let etag = first.headers()["etag"].clone();
+        assert_eq!(first.headers()["cache-control"], "no-cache", "{path}");
+        let again = app
+            .client
+            .get(format!("{}{path}", app.base))
+            .header("if-none-match", etag)
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(again.status(), 304, "{path}");
+    }
 }
 
 #[tokio::test]
