@@ -150,7 +150,8 @@ pub fn render(data: &DeviceData, settings: &MapSettings, chrome: Chrome) -> Mark
 
 fn current_section(snapshot: Option<&Snapshot>, now: DateTime<Utc>) -> Markup {
     let Some(snapshot) = snapshot else {
-        return html! { p class="empty" id="current" { "This device has not reported any reading yet." } };
+        // No snapshot: never reported, or (with a raw retention) its last hour is no longer kept.
+        return html! { p class="empty" id="current" { "No current reading: this device has not reported any reading yet, or its latest one is older than the raw readings this server keeps." } };
     };
     let means = &snapshot.means;
     let status = snapshot.status.as_str();

@@ -17,7 +17,8 @@
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
-//!   read names its devices, taken from the device store) and leave with retention.
+//!   read names its devices, taken from the device store) and stay in the table (airq sets no
+//!   retention on it yet).
 
 mod forward;
 mod ids;
