@@ -654,6 +654,15 @@ async fn the_live_map_draws_clusters_and_zooms_from_clusters_into_devices() {
     client.close().await.expect("session closed");
 }
 
+/// An outdoor device of alice's, public with its location, named `name`.
+async fn public_outdoor(app: &TestApp, name: &str) -> Value {
+    app.register(
+        "alice",
+        json!({ "name": name, "is_public": true, "is_location_public": true, "is_outdoor": true }),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn the_device_page_draws_its_charts_without_javascript() {
     let browser = match prerequisites().await {
@@ -661,12 +670,7 @@ async fn the_device_page_draws_its_charts_without_javascript() {
         Err(reason) => return println!("skipped: {reason}"),
     };
     let app = app_with_local_assets(browser.assets).await;
-    let device = app
-        .register(
-            "alice",
-            json!({ "name": "Balcony", "is_public": true, "is_location_public": true, "is_outdoor": true }),
-        )
-        .await;
+    let device = public_outdoor(&app, "Balcony").await;
     // Readings in 5 of the last 24 hours (two in one hour) and on 4 of the last 30 days; the
     // latest 10 minutes old, so the device is online and its marker has its category's colour.
     let now = Utc::now();
@@ -747,12 +751,7 @@ async fn the_popup_and_the_device_page_show_the_same_hour_and_say_the_zone() {
         Err(reason) => return println!("skipped: {reason}"),
     };
     let app = app_with_local_assets(browser.assets).await;
-    let device = app
-        .register(
-            "alice",
-            json!({ "name": "Courtyard", "is_public": true, "is_location_public": true, "is_outdoor": true }),
-        )
-        .await;
+    let device = public_outdoor(&app, "Courtyard").await;
     let id = device["id"].as_str().expect("id").to_owned();
     // Two readings in the last hour: AQI 20 forty minutes ago, 60 five minutes ago. The hour's
     // mean is 40 (Good); the latest reading, which the map feed carries, is 60 (Moderate).

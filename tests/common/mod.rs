@@ -565,6 +565,24 @@ impl Drop for TestApp {
     }
 }
 
+/// The JSON of a gzip-encoded answer (which must say `Content-Encoding: gzip`), decompressed.
+pub async fn gunzipped_json(response: Response) -> Value {
+    use std::io::Read as _;
+    assert_eq!(
+        response
+            .headers()
+            .get("content-encoding")
+            .and_then(|value| value.to_str().ok()),
+        Some("gzip")
+    );
+    let compressed = response.bytes().await.expect("body");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(compressed.as_ref())
+        .read_to_string(&mut text)
+        .expect("gzip");
+    serde_json::from_str(&text).expect("json")
+}
+
 /// The body of a problem response, after checking the media type and the common members.
 pub async fn problem(response: Response, status: u16) -> Value {
     assert_eq!(response.status(), status, "status");
