@@ -71,17 +71,13 @@ pub struct BackupReport {
 
 /// Copies the data directory `source` to `destination`.
 pub fn run(source: &Path, destination: &Path) -> Result<BackupReport, BackupError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BackupError::Io { path, source }
-    };
     if !source.join(FORMAT_FILE).is_file() {
         return Err(BackupError::NotADataDir(source.to_owned()));
     }
     let in_use = destination.exists()
         && (!destination.is_dir()
             || std::fs::read_dir(destination)
-                .map_err(io(destination))?
+                .map_err(failed_at(destination))?
                 .next()
                 .is_some());
     if in_use {
@@ -97,12 +93,12 @@ pub fn run(source: &Path, destination: &Path) -> Result<BackupReport, BackupErro
         .unwrap_or_else(|| "backup".to_owned());
     let partial = parent.join(format!(".{name}.partial-{}", std::process::id()));
     let written = copy(source, &partial).and_then(|report| {
-        sync_dir(&partial)?;
+        sync(&partial)?;
         if destination.exists() {
-            std::fs::remove_dir(destination).map_err(io(destination))?;
+            std::fs::remove_dir(destination).map_err(failed_at(destination))?;
         }
-        std::fs::rename(&partial, destination).map_err(io(destination))?;
-        sync_dir(parent)?;
+        std::fs::rename(&partial, destination).map_err(failed_at(destination))?;
+        sync(parent)?;
         Ok(report)
     });
     if written.is_err() {
@@ -113,16 +109,12 @@ pub fn run(source: &Path, destination: &Path) -> Result<BackupReport, BackupErro
 
 /// The copy itself, into `into` (created): the log, then the database, then the rest.
 fn copy(source: &Path, into: &Path) -> Result<BackupReport, BackupError> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BackupError::Io { path, source }
-    };
     let log_into = into.join(IngestLog::DIR);
-    std::fs::create_dir_all(&log_into).map_err(io(&log_into))?;
+    std::fs::create_dir_all(&log_into).map_err(failed_at(&log_into))?;
     let log = source.join(IngestLog::DIR);
     if log.is_dir() {
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&log)
-            .map_err(io(&log))?
+            .map_err(failed_at(&log))?
             .filter_map(|entry| entry.ok().map(|entry| entry.path()))
             .filter(|path| {
                 path.extension().is_some_and(|extension| extension == "log")
@@ -138,14 +130,14 @@ fn copy(source: &Path, into: &Path) -> Result<BackupReport, BackupError> {
             };
             let target = log_into.join(name);
             match std::fs::copy(&segment, &target) {
-                Ok(_) => sync_file(&target)?,
+                Ok(_) => sync(&target)?,
                 // Pruned meanwhile: everything in it was folded, so the database copy has it.
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(io(&segment)(error)),
+                Err(error) => return Err(failed_at(&segment)(error)),
             }
         }
     }
-    sync_dir(&log_into)?;
+    sync(&log_into)?;
 
     let database = source.join(Sqlite::FILE);
     let database_into = into.join(Sqlite::FILE);
@@ -172,14 +164,14 @@ fn copy(source: &Path, into: &Path) -> Result<BackupReport, BackupError> {
         )
         .map_err(failed)?;
     drop(to);
-    sync_file(&database_into)?;
+    sync(&database_into)?;
 
     for file in [LocalIssuer::FILE, FORMAT_FILE] {
         let from = source.join(file);
         if from.is_file() {
             let target = into.join(file);
-            std::fs::copy(&from, &target).map_err(io(&from))?;
-            sync_file(&target)?;
+            std::fs::copy(&from, &target).map_err(failed_at(&from))?;
+            sync(&target)?;
         }
     }
 
@@ -196,15 +188,15 @@ fn copy(source: &Path, into: &Path) -> Result<BackupReport, BackupError> {
     })
 }
 
-fn sync_file(path: &Path) -> Result<(), BackupError> {
-    File::open(path)
-        .and_then(|file| file.sync_all())
-        .map_err(|source| BackupError::Io {
-            path: path.to_owned(),
-            source,
-        })
+/// The error of a failed read, write or sync of `path`.
+fn failed_at(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError {
+    let path = path.to_owned();
+    move |source| BackupError::Io { path, source }
 }
 
-fn sync_dir(path: &Path) -> Result<(), BackupError> {
-    sync_file(path)
+/// Makes a file, or a directory's entries, durable.
+fn sync(path: &Path) -> Result<(), BackupError> {
+    File::open(path)
+        .and_then(|file| file.sync_all())
+        .map_err(failed_at(path))
 }

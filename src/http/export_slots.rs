@@ -79,7 +79,8 @@ impl ExportSlots {
     }
 
     /// Exports streaming now.
-    pub fn open(&self) -> u32 {
+    #[cfg(test)]
+    fn open(&self) -> u32 {
         self.lock().total
     }
 

@@ -4,16 +4,13 @@
 use hyper::StatusCode;
 
 use crate::domain::field_errors::both;
-use crate::domain::{
-    CustomQuery, DeviceUuid, ExportQuery, HistoricalQuery, OwnerId, QueryParams, Snapshot,
-};
+use crate::domain::{CustomQuery, DeviceUuid, ExportQuery, HistoricalQuery, OwnerId, QueryParams};
 use crate::http::error::ApiError;
 use crate::http::export_formats::{self, Format};
 use crate::http::state::AppState;
 use crate::http::views::{points, HistoricalView, SnapshotView};
 use crate::http::{authenticate, respond, Request, Response};
-use crate::read::current::Current;
-use crate::read::{current, series};
+use crate::read::series;
 
 const DEVICE_NOT_FOUND: &str = "no device with this id";
 const NEVER_REPORTED: &str = "this device has not reported any reading yet";
@@ -40,35 +37,11 @@ async fn owned_device(
         .ok_or(ApiError::NotFound(DEVICE_NOT_FOUND))
 }
 
-/// The current snapshot of `devices`, or the problem that says why there is none (`never`
-/// when they never reported).
-pub(super) async fn known(
-    state: &AppState,
-    devices: &[DeviceUuid],
-    never: &'static str,
-) -> Result<Snapshot, ApiError> {
-    match current::snapshot(
-        state.readings.as_ref(),
-        devices,
-        state.clock.now(),
-        state.raw_retention,
-    )
-    .await?
-    {
-        Current::Known(snapshot) => Ok(snapshot),
-        Current::NeverReported => Err(ApiError::NotFound(never)),
-        Current::PastRetention { last_seen } => Err(ApiError::PastRetention {
-            last_seen,
-            days: state.raw_retention.days_kept().unwrap_or_default(),
-        }),
-    }
-}
-
 /// `GET /air-quality/current`: every device of the owner pooled.
 pub async fn owner_current(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
     let devices = owned_devices(state, &owner).await?;
-    let snapshot = known(state, &devices, NONE_REPORTED).await?;
+    let snapshot = super::known(state, &devices, NONE_REPORTED).await?;
     respond::data(SnapshotView::new(&snapshot, true))
 }
 
@@ -81,7 +54,7 @@ pub async fn device_current(
     let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = owned_device(state, &owner, id).await?;
-    let snapshot = known(state, &[device], NEVER_REPORTED).await?;
+    let snapshot = super::known(state, &[device], NEVER_REPORTED).await?;
     respond::data(SnapshotView::new(&snapshot, true))
 }
 

@@ -8,11 +8,13 @@ pub mod public;
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::domain::{DeviceUuid, Snapshot};
 use crate::http::connections::Peer;
 use crate::http::error::ApiError;
 use crate::http::export_slots::ExportSlot;
 use crate::http::state::AppState;
 use crate::http::Request;
+use crate::read::current::{self, Current};
 
 /// A slot for one more raw export of the request's client address, within both bounds.
 fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiError> {
@@ -23,4 +25,28 @@ fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiErr
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.0);
     let client = state.limits.client_address(peer, request.headers());
     Ok(state.exports.take(client)?)
+}
+
+/// The current snapshot of `devices`, or the problem that says why there is none (`never`
+/// when they never reported).
+async fn known(
+    state: &AppState,
+    devices: &[DeviceUuid],
+    never: &'static str,
+) -> Result<Snapshot, ApiError> {
+    match current::snapshot(
+        state.readings.as_ref(),
+        devices,
+        state.clock.now(),
+        state.raw_retention,
+    )
+    .await?
+    {
+        Current::Known(snapshot) => Ok(snapshot),
+        Current::NeverReported => Err(ApiError::NotFound(never)),
+        Current::PastRetention { last_seen } => Err(ApiError::PastRetention {
+            last_seen,
+            days: state.raw_retention.days_kept().unwrap_or_default(),
+        }),
+    }
 }

@@ -48,7 +48,7 @@ pub async fn device(request: Request, state: &AppState, id: &str) -> Result<Resp
 /// `GET /public/devices/{id}/current`: the location only if it is public too.
 pub async fn current(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
-    let snapshot = super::air_quality::known(
+    let snapshot = super::known(
         state,
         &[device.id],
         "this device has not reported any reading yet",
