@@ -1,24 +1,33 @@
 //! Stopping the server by signal: the first Ctrl-C or SIGTERM drains, a second one during the
 //! drain ends the process at once.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
 
 use crate::common::process::{serve, token, DATA_DIR};
 
-/// An owner's request whose body never finishes, which keeps the drain waiting.
+/// An owner's request whose body never finishes, which keeps the drain waiting. It returns once
+/// the server is reading that body (its `100 Continue` says so): a request the server has not
+/// read yet would only be an idle connection, closed at once by the drain.
 fn stalled_registration(address: &str, token: &str) -> TcpStream {
     let mut stream = TcpStream::connect(address).expect("server reachable");
     stream
         .write_all(
             format!(
                 "POST /api/v1/devices HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\
-                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+                 Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
             )
             .as_bytes(),
         )
-        .expect("half a request written");
+        .expect("the head written");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout set");
+    let mut answer = [0; 25];
+    stream.read_exact(&mut answer).expect("100 Continue");
+    assert!(answer.starts_with(b"HTTP/1.1 100 Continue"), "{answer:?}");
+    stream.write_all(b"{").expect("a byte of the body written");
     stream
 }
 
