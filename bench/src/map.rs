@@ -14,6 +14,7 @@
 //! Why in process: registering and locating 100,000 devices through the API takes longer than
 //! the figures asked for need, and every figure here is the server's own work on its own types.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airq::domain::{
@@ -24,7 +25,7 @@ use airq::http::cacheable::{MapCache, MapVariant, Rendered};
 use airq::http::views::{ClusterCollectionView, MapFeatureCollectionView};
 use airq::metrics::{CacheName, ServerMetrics};
 use airq::read::clusters::ClusterIndex;
-use airq::read::map::MapEntry;
+use airq::read::map::{MapEntry, MapState};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt as _;
@@ -128,13 +129,17 @@ pub async fn run(args: &MapArgs) -> Result<serde_json::Value, BoxError> {
             zoom: Some(airq::read::clusters::effective(zoom)),
         };
         let get = || {
-            cache.get(variant, async { Ok(entries.clone()) }, |generation| {
-                let clusters = generation.clusters(zoom, bbox);
-                Rendered::with_gzip(
-                    Bytes::from(serde_json::to_vec(&ClusterCollectionView::new(&clusters))?),
-                    GEO_JSON,
-                )
-            })
+            cache.get(
+                variant,
+                |_| async { Ok((entries.clone(), MapState::default())) },
+                |generation| {
+                    let clusters = generation.clusters(zoom, bbox);
+                    Rendered::with_gzip(
+                        Bytes::from(serde_json::to_vec(&ClusterCollectionView::new(&clusters))?),
+                        GEO_JSON,
+                    )
+                },
+            )
         };
         let first = get().await.map_err(|e| e.to_string())?;
         let mut headers = HeaderMap::new();
@@ -239,7 +244,7 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
                 Status::Online
             };
             MapEntry {
-                device: Device {
+                device: Arc::new(Device {
                     id: DeviceUuid::generate(),
                     device_id: DeviceId::generate(),
                     owner: owner.clone(),
@@ -251,8 +256,8 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
                     },
                     created_at: now,
                     updated_at: now,
-                },
-                latest: LatestLocated {
+                }),
+                latest: Arc::new(LatestLocated {
                     position: LocatedAt {
                         lat,
                         lon,
@@ -262,7 +267,7 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
                     aqi: (aqi * 300.0) as i64,
                     pm2_5: (pm2_5 * 1000.0).round() / 10.0,
                     temperature: (temperature * 400.0).round() / 10.0 - 5.0,
-                },
+                }),
                 status,
             }
         })

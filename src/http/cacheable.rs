@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use super::{respond, Response};
 use crate::domain::{BoundingBox, Zoom};
 use crate::metrics::CacheCounters;
 use crate::read::clusters::{Cluster, ClusterIndex};
-use crate::read::map::MapEntry;
+use crate::read::map::{MapEntry, MapState};
 
 /// A rendered body, its media type and its entity tag.
 #[derive(Debug)]
@@ -243,8 +243,13 @@ impl MapGeneration {
 /// deleted) [invalidates](MapCache::invalidate) it at once: the entries are keyed by an epoch
 /// that the invalidation moves on, so even a read that was already under way when the change
 /// happened is never served afterwards.
+///
+/// Each read is handed the [`MapState`] the one before it left in the same epoch, so only what
+/// changed since is read again (a change of a device in this process moves the epoch, so its
+/// next read starts afresh).
 pub struct MapCache {
     entries: moka::future::Cache<u64, Arc<MapGeneration>>,
+    state: Mutex<Option<(u64, MapState)>>,
     rendered: moka::future::Cache<(u64, MapVariant), Arc<Rendered>>,
     generations: AtomicU64,
     epoch: AtomicU64,
@@ -273,6 +278,7 @@ impl MapCache {
                 })
                 .time_to_live(ttl)
                 .build(),
+            state: Mutex::new(None),
             generations: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             entry_lookups,
@@ -288,20 +294,27 @@ impl MapCache {
     }
 
     /// The variant rendered from the current entries: `load` reads the entries when they have
-    /// expired, `render` renders a variant the current entries do not have yet.
-    pub async fn get(
+    /// expired, given what the read before it in this epoch left (if any); `render`
+    /// renders a variant the current entries do not have yet.
+    pub async fn get<L>(
         &self,
         variant: MapVariant,
-        load: impl Future<Output = Result<Vec<MapEntry>, ApiError>>,
+        load: impl FnOnce(Option<MapState>) -> L,
         render: impl FnOnce(&MapGeneration) -> Result<Rendered, ApiError>,
-    ) -> Result<Arc<Rendered>, ApiError> {
+    ) -> Result<Arc<Rendered>, ApiError>
+    where
+        L: Future<Output = Result<(Vec<MapEntry>, MapState), ApiError>>,
+    {
         let epoch = self.epoch.load(Ordering::Acquire);
         let generation = self
             .entries
             .entry(epoch)
             .or_try_insert_with(async {
+                let previous = self.take_state(epoch);
+                let (entries, state) = load(previous).await?;
+                *lock(&self.state) = Some((epoch, state));
                 Ok::<_, ApiError>(Arc::new(MapGeneration {
-                    entries: load.await?,
+                    entries,
                     number: self.generations.fetch_add(1, Ordering::Relaxed),
                     clusters: ClusterIndex::default(),
                 }))
@@ -319,4 +332,21 @@ impl MapCache {
         self.variant_lookups.record(!rendered.is_fresh());
         Ok(rendered.into_value())
     }
+
+    /// What the last read left, if it read in `epoch` (a read that fails leaves nothing: the
+    /// next one reads everything).
+    fn take_state(&self, epoch: u64) -> Option<MapState> {
+        lock(&self.state)
+            .take()
+            .filter(|(read_in, _)| *read_in == epoch)
+            .map(|(_, state)| state)
+    }
+}
+
+/// Locks `mutex`, also after a panic elsewhere while it was held: the state is only ever
+/// replaced whole.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -304,7 +304,7 @@ mod tests {
     fn entry(aqi: i64, lat: f64, lon: f64, status: Status) -> MapEntry {
         let at: DateTime<Utc> = DateTime::UNIX_EPOCH;
         MapEntry {
-            device: Device {
+            device: std::sync::Arc::new(Device {
                 id: DeviceUuid::generate(),
                 device_id: DeviceId::generate(),
                 owner: OwnerId::parse("alice").expect("owner"),
@@ -316,8 +316,8 @@ mod tests {
                 },
                 created_at: at,
                 updated_at: at,
-            },
-            latest: LatestLocated {
+            }),
+            latest: std::sync::Arc::new(LatestLocated {
                 position: LocatedAt {
                     lat,
                     lon,
@@ -327,7 +327,7 @@ mod tests {
                 aqi,
                 pm2_5: 1.0,
                 temperature: 1.0,
-            },
+            }),
             status,
         }
     }

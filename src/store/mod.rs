@@ -120,6 +120,24 @@ pub struct KeyRecord {
     pub key_hash: KeyHash,
 }
 
+/// Where a [`ReadingStore::written_since`] left off: opaque to callers, meaningful only to the
+/// store that answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteMark(pub(crate) i64);
+
+/// How the device table stands, cheaply read: how many devices there are and the latest change
+/// stamp (`updated_at`, set by every registration, change and key rotation). A deletion lowers the
+/// count, everything else moves the stamp on, so two equal versions mean an unchanged table —
+/// unless a writer's clock ran backwards past the stamp, which the map, its one reader, tolerates
+/// (it reads the table again whenever this process changes a device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevicesVersion {
+    /// How many devices there are.
+    pub count: u64,
+    /// The latest `updated_at`, `None` without devices.
+    pub last_change: Option<DateTime<Utc>>,
+}
+
 /// Device metadata. Every owner-scoped method answers `None` for a device of another owner, so a
 /// handler cannot leak existence by accident.
 #[async_trait]
@@ -164,6 +182,10 @@ pub trait DeviceStore: Send + Sync + std::fmt::Debug {
 
     /// Every device that is public with a public location, of any owner (the map's members).
     async fn map_members(&self) -> Result<Vec<Device>, StoreError>;
+
+    /// The store's [`DevicesVersion`]: the same at two moments only if no device was added,
+    /// changed or deleted in between (by any process sharing the store).
+    async fn version(&self) -> Result<DevicesVersion, StoreError>;
 
     /// Deletes one of the owner's devices; answers what was deleted.
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError>;
@@ -244,6 +266,19 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
     /// reading once (a replaced one only as it is now), in pages of at most about
     /// [`EXPORT_PAGE_ROWS`] read one after the other: memory does not grow with the range.
     fn export(&self, device: DeviceUuid, start: DateTime<Utc>, end: DateTime<Utc>) -> ReadingPages;
+
+    /// The devices that may have a newer latest sample than at `since` (a mark this method
+    /// answered before; `None` the first time, with no devices), and the mark to ask from next
+    /// time: a caller that read devices' latest samples after taking a mark misses nothing when
+    /// it reads again those answered for it. `None` where the backend cannot tell cheaply; the
+    /// caller then reads every device again.
+    async fn written_since(
+        &self,
+        since: Option<WriteMark>,
+    ) -> Result<Option<(Vec<DeviceUuid>, WriteMark)>, StoreError> {
+        let _ = since;
+        Ok(None)
+    }
 
     /// Deletes every reading of a deleted device (where the backend can delete).
     async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError>;

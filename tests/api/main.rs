@@ -33,6 +33,7 @@ mod identity_provider;
 mod logs;
 mod map_clusters;
 mod map_formats;
+mod map_refresh;
 mod metrics;
 mod openapi;
 mod paging;

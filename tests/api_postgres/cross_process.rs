@@ -1,4 +1,5 @@
-//! Several airq processes on one PostgreSQL: credential changes reach every process.
+//! Several airq processes on one PostgreSQL: credential changes reach every process, and device
+//! changes reach every process's map.
 //!
 //! The eviction travels by `NOTIFY` after the rotating transaction commits, so the other process
 //! learns of it asynchronously (within milliseconds on one machine); the tests wait for it with a
@@ -7,9 +8,9 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::common::{sample, TestApp};
+use crate::common::{located, sample, TestApp};
 
 /// Uploads through `app` with `device`'s credentials until the answer is 401 (at most ~5 s).
 async fn refused_soon(app: &TestApp, device: &Value) -> u16 {
@@ -132,5 +133,78 @@ async fn a_device_made_private_through_one_process_leaves_the_others_cached_map(
     assert_eq!(
         remaining, 0,
         "the other process still shows the private device"
+    );
+}
+
+/// The name `app`'s map shows for `device` (`None` while it is not on the map), polled until it
+/// is `wanted` (for 5 s at most).
+async fn map_name_once(app: &TestApp, device: &Value, wanted: Option<&str>) -> Option<String> {
+    let mut name = None;
+    for _ in 0..100 {
+        let response = app.get_public("/public/map/devices").await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        name = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["id"] == device["id"])
+            .map(|entry| entry["name"].as_str().unwrap().to_owned());
+        if name.as_deref() == wanted {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    name
+}
+
+#[tokio::test]
+async fn a_device_changed_through_one_process_changes_on_the_others_map() {
+    let first = TestApp::spawn().await;
+    let second = first
+        .spawn_peer_with(|c| c.map_cache_ttl = Duration::from_millis(200))
+        .await;
+    let device = first
+        .register(
+            "alice",
+            json!({ "name": "Roof", "is_public": true, "is_location_public": true }),
+        )
+        .await;
+    second
+        .upload_ok(&device, &located(sample(), 48.85, 2.35))
+        .await;
+    assert_eq!(
+        map_name_once(&second, &device, Some("Roof"))
+            .await
+            .as_deref(),
+        Some("Roof")
+    );
+
+    let path = format!("/devices/{}", device["id"].as_str().unwrap());
+    let renamed = first
+        .send_json_as("alice", Method::PATCH, &path, &json!({ "name": "Attic" }))
+        .await;
+    assert_eq!(renamed.status(), 200);
+    assert_eq!(
+        map_name_once(&second, &device, Some("Attic"))
+            .await
+            .as_deref(),
+        Some("Attic"),
+        "the other process's map shows the new name"
+    );
+
+    let hidden = first
+        .send_json_as(
+            "alice",
+            Method::PATCH,
+            &path,
+            &json!({ "is_public": false }),
+        )
+        .await;
+    assert_eq!(hidden.status(), 200);
+    assert_eq!(
+        map_name_once(&second, &device, None).await,
+        None,
+        "the device made private left the other process's map"
     );
 }

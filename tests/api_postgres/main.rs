@@ -45,6 +45,9 @@ mod map_clusters;
 #[path = "../api/map_formats.rs"]
 mod map_formats;
 #[cfg(airq_test_postgres)]
+#[path = "../api/map_refresh.rs"]
+mod map_refresh;
+#[cfg(airq_test_postgres)]
 #[path = "../api/metrics.rs"]
 mod metrics;
 #[cfg(airq_test_postgres)]

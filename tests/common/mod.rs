@@ -246,6 +246,11 @@ impl TestApp {
     /// A second process on the same device store (same PostgreSQL schema, same token secret),
     /// with a data directory of its own.
     pub async fn spawn_peer(&self) -> Self {
+        self.spawn_peer_with(|_| {}).await
+    }
+
+    /// [`spawn_peer`](Self::spawn_peer) with `configure` applied to its configuration.
+    pub async fn spawn_peer_with(&self, configure: impl FnOnce(&mut Config)) -> Self {
         let data_dir = tempfile::tempdir().expect("temporary data dir");
         std::fs::copy(
             self.data_dir.path().join(LocalIssuer::FILE),
@@ -253,7 +258,7 @@ impl TestApp {
         )
         .expect("token secret copied");
         let questdb = self.table.as_ref().map(TestTable::config);
-        Self::start(data_dir, self.postgres_url.clone(), questdb, |_| {}).await
+        Self::start(data_dir, self.postgres_url.clone(), questdb, configure).await
     }
 
     async fn start(

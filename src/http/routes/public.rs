@@ -22,7 +22,7 @@ use crate::http::views::{
     PublicDeviceView, SnapshotView,
 };
 use crate::http::{Request, Response};
-use crate::read::map::MapEntry;
+use crate::read::map::{MapEntry, MapState};
 use crate::read::{clusters, map, series};
 
 const NOT_PUBLIC: &str = "no public device with this id";
@@ -122,16 +122,20 @@ pub async fn map(request: Request, state: &AppState) -> Result<Response, ApiErro
     };
     let rendered = state
         .map
-        .get(variant, load_map(state), |generation| {
-            let entries = map::within(generation.entries(), query.bbox);
-            let body = if media_type == GEO_JSON {
-                serde_json::to_vec(&MapFeatureCollectionView::new(entries))?
-            } else {
-                let views: Vec<MapEntryView<'_>> = entries.map(MapEntryView::new).collect();
-                serde_json::to_vec(&Data { data: views })?
-            };
-            Ok(Rendered::with_gzip(Bytes::from(body), media_type)?.varying_on_accept())
-        })
+        .get(
+            variant,
+            |previous| load_map(state, previous),
+            |generation| {
+                let entries = map::within(generation.entries(), query.bbox);
+                let body = if media_type == GEO_JSON {
+                    serde_json::to_vec(&MapFeatureCollectionView::new(entries))?
+                } else {
+                    let views: Vec<MapEntryView<'_>> = entries.map(MapEntryView::new).collect();
+                    serde_json::to_vec(&Data { data: views })?
+                };
+                Ok(Rendered::with_gzip(Bytes::from(body), media_type)?.varying_on_accept())
+            },
+        )
         .await?;
     Ok(rendered.respond(request.headers(), max_age(state.map_ttl)))
 }
@@ -148,11 +152,15 @@ pub async fn clusters(request: Request, state: &AppState) -> Result<Response, Ap
     };
     let rendered = state
         .map
-        .get(variant, load_map(state), |generation| {
-            let clusters = generation.clusters(query.zoom, query.bbox);
-            let body = serde_json::to_vec(&ClusterCollectionView::new(&clusters))?;
-            Rendered::with_gzip(Bytes::from(body), GEO_JSON)
-        })
+        .get(
+            variant,
+            |previous| load_map(state, previous),
+            |generation| {
+                let clusters = generation.clusters(query.zoom, query.bbox);
+                let body = serde_json::to_vec(&ClusterCollectionView::new(&clusters))?;
+                Rendered::with_gzip(Bytes::from(body), GEO_JSON)
+            },
+        )
         .await?;
     Ok(rendered.respond(request.headers(), max_age(state.map_ttl)))
 }
@@ -162,11 +170,16 @@ const GEO_JSON: &str = "application/geo+json";
 /// The map's representations, the default first.
 const MAP_FORMATS: &[&str] = &["application/json", GEO_JSON];
 
-async fn load_map(state: &AppState) -> Result<Vec<MapEntry>, ApiError> {
+/// Reads the map for the cache, from what the read before it left (`previous`).
+async fn load_map(
+    state: &AppState,
+    previous: Option<MapState>,
+) -> Result<(Vec<MapEntry>, MapState), ApiError> {
     Ok(map::entries(
         state.devices.as_ref(),
         state.readings.as_ref(),
         state.clock.now(),
+        previous,
     )
     .await?)
 }

@@ -12,7 +12,7 @@ use crate::domain::{
     PagedDevices,
 };
 use crate::store::device_record::{DeviceRecord, COLUMNS};
-use crate::store::{DeviceStore, KeyRecord, StoreError};
+use crate::store::{DeviceStore, DevicesVersion, KeyRecord, StoreError};
 
 /// Devices in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -279,6 +279,21 @@ impl DeviceStore for PostgresDevices {
                     ))
                     .await?;
                 devices(&client.query(&statement, &[]).await?)
+            })
+            .await
+    }
+
+    async fn version(&self) -> Result<DevicesVersion, StoreError> {
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached("SELECT count(*), max(updated_at) FROM devices")
+                    .await?;
+                let row = client.query_one(&statement, &[]).await?;
+                Ok(DevicesVersion {
+                    count: u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
+                    last_change: row.try_get(1)?,
+                })
             })
             .await
     }

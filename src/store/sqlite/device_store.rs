@@ -13,7 +13,7 @@ use crate::domain::{
     PagedDevices,
 };
 use crate::store::device_record::{DeviceRecord, COLUMNS};
-use crate::store::{DeviceStore, KeyRecord, StoreError};
+use crate::store::{DeviceStore, DevicesVersion, KeyRecord, StoreError};
 
 /// Devices in the embedded database.
 #[derive(Debug, Clone)]
@@ -281,6 +281,23 @@ impl DeviceStore for SqliteDevices {
                 devices
             })
             .await
+    }
+
+    async fn version(&self) -> Result<DevicesVersion, StoreError> {
+        let (count, last_change) = self
+            .db
+            .read(move |connection| {
+                Ok(connection
+                    .prepare_cached("SELECT count(*), max(updated_at) FROM devices")?
+                    .query_row([], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, Option<i64>>(1)?))
+                    })?)
+            })
+            .await?;
+        Ok(DevicesVersion {
+            count: u64::try_from(count).unwrap_or(0),
+            last_change: last_change.map(from_micros).transpose()?,
+        })
     }
 
     async fn delete(&self, owner: &OwnerId, id: DeviceUuid) -> Result<Option<Device>, StoreError> {

@@ -8,7 +8,7 @@
 //! them up. Each device's sums then still come from one snapshot and include every reading
 //! acknowledged before the request; only the two halves may be a fold apart.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::{Arc, LazyLock};
 
@@ -19,13 +19,22 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::export_pages;
+use super::ingest::folded_id;
 use super::ingest::tail::Tail;
 use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
-use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
+use crate::store::{columns, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS};
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
+/// From this many devices on, [`ReadingStore::latest_located`] reads `device_latest` whole and
+/// keeps the asked devices' rows: the map asks for every member at once (100,000 of them), and an
+/// `IN` list is first built into a b-tree of SQLite's own, about 0.7 µs per device, while a pass
+/// over the whole table skipping the rows not asked for costs about 0.15 µs per row (70 ms
+/// against 15 ms at 100,000 devices). The map's later periods ask only for the devices written
+/// since (10,000 when a tenth of 100,000 upload), which the `IN` list serves better.
+const WHOLE_TABLE_FROM: usize = 16_384;
+
 fn device_array(devices: &[[u8; 16]]) -> Rc<Vec<Value>> {
     Rc::new(
         devices
@@ -237,25 +246,50 @@ impl ReadingStore for SqliteReadings {
         &self,
         devices: &[DeviceUuid],
     ) -> Result<Vec<(DeviceUuid, LatestLocated, DateTime<Utc>)>, StoreError> {
-        self.with_tail(devices, |connection, devices, tail| {
-            let mut statement = connection.prepare_cached(
-                "SELECT device, located_at, lat, lon, provider, aqi, pm2_5, temperature, last_seen \
-                 FROM device_latest WHERE device IN rarray(?1)",
-            )?;
-            // Per device: the latest located sample (time, lat, lon, provider, aqi, pm2.5,
-            // temperature) and the last contact.
-            type Latest = (Option<Located>, i64);
-            let mut latest: HashMap<[u8; 16], Latest> = HashMap::new();
-            let rows = statement.query_map([Rc::clone(devices)], |row| {
+        let whole_table = devices.len() >= WHOLE_TABLE_FROM;
+        let asked: HashSet<[u8; 16]> = if whole_table {
+            owned_devices(devices).into_iter().collect()
+        } else {
+            HashSet::new()
+        };
+        self.with_tail(devices, move |connection, devices, tail| {
+            let read_row = |row: &Row<'_>| {
                 let device = read_device(row, 0)?.unwrap_or_default();
+                if whole_table && !asked.contains(&device) {
+                    return Ok(None);
+                }
                 let located = match row.get::<_, Option<i64>>(1)? {
                     Some(_) => Some(read_located(row, 1)?),
                     None => None,
                 };
-                Ok((device, located, row.get::<_, i64>(8)?))
-            })?;
-            for row in rows {
-                let (device, mut located, last_seen) = row?;
+                Ok(Some((device, located, row.get::<_, i64>(8)?)))
+            };
+            let rows = if whole_table {
+                let mut statement = connection.prepare_cached(
+                    "SELECT device, located_at, lat, lon, provider, aqi, pm2_5, temperature, \
+                     last_seen FROM device_latest",
+                )?;
+                let rows = statement
+                    .query_map([], read_row)?
+                    .filter_map(Result::transpose)
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                rows
+            } else {
+                let mut statement = connection.prepare_cached(
+                    "SELECT device, located_at, lat, lon, provider, aqi, pm2_5, temperature, \
+                     last_seen FROM device_latest WHERE device IN rarray(?1)",
+                )?;
+                let rows = statement
+                    .query_map([Rc::clone(devices)], read_row)?
+                    .filter_map(Result::transpose)
+                    .collect::<rusqlite::Result<Vec<_>>>()?;
+                rows
+            };
+            // Per device: the latest located sample (time, lat, lon, provider, aqi, pm2.5,
+            // temperature) and the last contact.
+            type Latest = (Option<Located>, i64);
+            let mut latest: HashMap<[u8; 16], Latest> = HashMap::with_capacity(rows.len());
+            for (device, mut located, last_seen) in rows {
                 // A folded location whose reading an unfolded one replaces is gone with it; the
                 // one before it counts until the replacing row is weighed below.
                 while let Some(at) = located.as_ref().map(|located| located.0) {
@@ -317,6 +351,35 @@ impl ReadingStore for SqliteReadings {
             let db = Arc::clone(&db);
             async move { export_pages::page(&db, device, after, end, EXPORT_PAGE_ROWS).await }
         })
+    }
+
+    async fn written_since(
+        &self,
+        since: Option<WriteMark>,
+    ) -> Result<Option<(Vec<DeviceUuid>, WriteMark)>, StoreError> {
+        let db = Arc::clone(&self.db);
+        self.db
+            .read_snapshot(move |connection| {
+                // The watermark first: rows folded after it are past it next time, and rows not
+                // folded yet are in `Unfolded`, listed after it.
+                let watermark = folded_id(connection)?;
+                let mut devices: HashSet<[u8; 16]> = HashSet::new();
+                if let Some(WriteMark(since)) = since {
+                    let mut statement = connection
+                        .prepare_cached("SELECT DISTINCT device FROM readings WHERE id > ?1")?;
+                    let folded = statement.query_map([since], |row| read_device(row, 0))?;
+                    for device in folded {
+                        devices.extend(device?);
+                    }
+                    devices.extend(db.unfolded().devices());
+                }
+                let devices = devices
+                    .into_iter()
+                    .map(|device| DeviceUuid::from_uuid(Uuid::from_bytes(device)))
+                    .collect();
+                Ok(Some((devices, WriteMark(watermark))))
+            })
+            .await
     }
 
     async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError> {

@@ -172,6 +172,11 @@ impl Unfolded {
         inner.forgotten.insert(device, Instant::now());
     }
 
+    /// Every device with unfolded rows (or with rows folded but not yet forgotten).
+    pub(crate) fn devices(&self) -> Vec<[u8; 16]> {
+        self.read().by_device.keys().copied().collect()
+    }
+
     /// The unfolded rows of `devices` as of `connection`'s read transaction (whose first read
     /// this must be, so its snapshot and the watermark it reads are one moment), oldest first.
     pub(super) fn rows_of(
