@@ -125,17 +125,24 @@ pub struct KeyRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteMark(pub(crate) i64);
 
-/// How the device table stands, cheaply read: how many devices there are and the latest change
-/// stamp (`updated_at`, set by every registration, change and key rotation). A deletion lowers the
-/// count, everything else moves the stamp on, so two equal versions mean an unchanged table —
-/// unless a writer's clock ran backwards past the stamp, which the map, its one reader, tolerates
-/// (it reads the table again whenever this process changes a device).
+/// How the device table stands, cheaply read: the same at two moments only if no device was
+/// added, changed or deleted in between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DevicesVersion {
-    /// How many devices there are.
-    pub count: u64,
-    /// The latest `updated_at`, `None` without devices.
-    pub last_change: Option<DateTime<Utc>>,
+pub enum DevicesVersion {
+    /// The changes one process has made, where no other can write (the embedded store's data
+    /// directory is locked to one process).
+    Changes(u64),
+    /// A table other processes write too: how many devices there are and the latest change stamp
+    /// (`updated_at`, set by every registration, change and key rotation). A deletion lowers the
+    /// count, everything else moves the stamp on — unless a writer's clock ran backwards past
+    /// the stamp, which the map, its one reader, tolerates (every replica empties its map on a
+    /// change's `NOTIFY` anyway).
+    Shared {
+        /// How many devices there are.
+        count: u64,
+        /// The latest `updated_at`, `None` without devices.
+        last_change: Option<DateTime<Utc>>,
+    },
 }
 
 /// Device metadata. Every owner-scoped method answers `None` for a device of another owner, so a

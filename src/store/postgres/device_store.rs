@@ -290,7 +290,7 @@ impl DeviceStore for PostgresDevices {
                     .prepare_cached("SELECT count(*), max(updated_at) FROM devices")
                     .await?;
                 let row = client.query_one(&statement, &[]).await?;
-                Ok(DevicesVersion {
+                Ok(DevicesVersion::Shared {
                     count: u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0),
                     last_change: row.try_get(1)?,
                 })
