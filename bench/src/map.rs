@@ -17,15 +17,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use airq::domain::{
-    BoundingBox, Device, DeviceFlags, DeviceId, DeviceName, DeviceUuid, LatestLocated, LocatedAt,
-    OwnerId, Status, Zoom,
-};
+use airq::domain::{BoundingBox, DeviceName, DeviceUuid, LatestLocated, LocatedAt, Status, Zoom};
 use airq::http::cacheable::{MapCache, MapVariant, Rendered};
 use airq::http::views::{ClusterCollectionView, MapFeatureCollectionView};
 use airq::metrics::{CacheName, ServerMetrics};
 use airq::read::clusters::ClusterIndex;
-use airq::read::map::{MapEntry, MapState};
+use airq::read::map::{MapEntry, MapMember, MapState};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use http_body_util::BodyExt as _;
@@ -233,7 +230,6 @@ pub fn positions(count: usize) -> Vec<(f64, f64)> {
 
 /// `count` map entries at [`draws`]' positions; every tenth offline; AQI 0–300.
 fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
-    let owner = OwnerId::parse("bench-map").ok_or("an owner id")?;
     Ok(draws(count)
         .into_iter()
         .enumerate()
@@ -244,18 +240,10 @@ fn fleet(count: usize, now: DateTime<Utc>) -> Result<Vec<MapEntry>, BoxError> {
                 Status::Online
             };
             MapEntry {
-                device: Arc::new(Device {
+                device: Arc::new(MapMember {
                     id: DeviceUuid::generate(),
-                    device_id: DeviceId::generate(),
-                    owner: owner.clone(),
                     name: DeviceName::from_stored(format!("Sensor {i}")),
-                    flags: DeviceFlags {
-                        is_public: true,
-                        is_location_public: true,
-                        is_outdoor: true,
-                    },
-                    created_at: now,
-                    updated_at: now,
+                    is_outdoor: true,
                 }),
                 latest: Arc::new(LatestLocated {
                     position: LocatedAt {

@@ -206,7 +206,7 @@ impl<'a> MapEntryView<'a> {
         Self {
             id: device.id.to_string(),
             name: device.name.as_str(),
-            is_outdoor: device.flags.is_outdoor,
+            is_outdoor: device.is_outdoor,
             lat: Some(latest.position.lat),
             lon: Some(latest.position.lon),
             aqi: latest.aqi,

@@ -289,9 +289,8 @@ mod tests {
     use chrono::{DateTime, Utc};
 
     use super::*;
-    use crate::domain::{
-        Device, DeviceFlags, DeviceId, DeviceName, DeviceUuid, LatestLocated, LocatedAt, OwnerId,
-    };
+    use crate::domain::{DeviceName, DeviceUuid, LatestLocated, LocatedAt};
+    use crate::read::map::MapMember;
 
     fn zoom(level: u8) -> Zoom {
         Zoom::parse(Some(&level.to_string())).expect("a zoom")
@@ -304,18 +303,10 @@ mod tests {
     fn entry(aqi: i64, lat: f64, lon: f64, status: Status) -> MapEntry {
         let at: DateTime<Utc> = DateTime::UNIX_EPOCH;
         MapEntry {
-            device: std::sync::Arc::new(Device {
+            device: std::sync::Arc::new(MapMember {
                 id: DeviceUuid::generate(),
-                device_id: DeviceId::generate(),
-                owner: OwnerId::parse("alice").expect("owner"),
                 name: DeviceName::from_stored(format!("aqi {aqi}")),
-                flags: DeviceFlags {
-                    is_public: true,
-                    is_location_public: true,
-                    is_outdoor: true,
-                },
-                created_at: at,
-                updated_at: at,
+                is_outdoor: true,
             }),
             latest: std::sync::Arc::new(LatestLocated {
                 position: LocatedAt {

@@ -15,18 +15,41 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{BoundingBox, Device, DeviceUuid, LatestLocated, Status};
+use crate::domain::{BoundingBox, Device, DeviceName, DeviceUuid, LatestLocated, Status};
 use crate::store::{DeviceStore, DevicesVersion, ReadingStore, StoreError, WriteMark};
 
 /// One device on the map.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapEntry {
     /// The device, shared with the [`MapState`] it was read with.
-    pub device: Arc<Device>,
+    pub device: Arc<MapMember>,
     /// Its latest located sample.
     pub latest: Arc<LatestLocated>,
     /// Online or offline, from its last sample of any kind.
     pub status: Status,
+}
+
+/// What the map keeps of a member device: what its feed shows, not the owner or the upload
+/// identifier (kept for 100,000 devices from one period to the next, the whole [`Device`]
+/// took twice the memory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapMember {
+    /// Path id.
+    pub id: DeviceUuid,
+    /// Display name.
+    pub name: DeviceName,
+    /// Outdoors or indoors.
+    pub is_outdoor: bool,
+}
+
+impl From<Device> for MapMember {
+    fn from(device: Device) -> Self {
+        Self {
+            id: device.id,
+            name: device.name,
+            is_outdoor: device.flags.is_outdoor,
+        }
+    }
 }
 
 /// What one read of the map leaves for the next: the members as read at one version of the
@@ -35,7 +58,7 @@ pub struct MapEntry {
 #[derive(Debug, Default)]
 pub struct MapState {
     version: Option<DevicesVersion>,
-    members: Vec<Arc<Device>>,
+    members: Vec<Arc<MapMember>>,
     /// A member's position in `members`.
     index: HashMap<DeviceUuid, usize>,
     /// Per member (same positions): its latest located sample and last contact, if it has one.
@@ -72,13 +95,13 @@ pub async fn entries(
             state
         }
         (previous, _) => {
-            let members: Vec<Arc<Device>> = match previous {
+            let members: Vec<Arc<MapMember>> = match previous {
                 Some(state) => state.members,
                 None => devices
                     .map_members()
                     .await?
                     .into_iter()
-                    .map(Arc::new)
+                    .map(|device| Arc::new(MapMember::from(device)))
                     .collect(),
             };
             let mut state = MapState {
