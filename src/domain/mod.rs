@@ -12,6 +12,7 @@ pub mod device_key;
 pub mod field_errors;
 pub mod json_document;
 pub mod json_fields;
+pub mod limit;
 pub mod measure;
 pub mod owner;
 pub mod paging;
@@ -31,6 +32,7 @@ pub use device::{
 pub use device_key::{DeviceId, DeviceKey, KeyHash};
 pub use field_errors::{Code, FieldError, FieldErrors, In};
 pub use json_document::{Json, JsonArray, JsonDocument, JsonMap};
+pub use limit::Limit;
 pub use measure::{Measure, Measurements};
 pub use owner::OwnerId;
 pub use paging::{DeviceCursor, DevicePage, PagedDevices};

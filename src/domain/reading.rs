@@ -1,6 +1,6 @@
 //! A sensor reading: the upload body of `POST /data`, parsed and bounded.
 
-use chrono::{DateTime, TimeDelta, Timelike, Utc};
+use chrono::{DateTime, Timelike, Utc};
 
 use super::device::DeviceUuid;
 use super::field_errors::{Code, FieldErrors, In};
@@ -11,10 +11,6 @@ use super::retention::MeasuredWindow;
 
 /// Longest provider name (sensor model, location source).
 pub const MAX_PROVIDER_CHARS: usize = 50;
-/// How far in the past a `measured_at` may lie.
-pub const MAX_AGE: TimeDelta = TimeDelta::days(366);
-/// How far in the future a `measured_at` may lie (device clocks drift).
-pub const MAX_AHEAD: TimeDelta = TimeDelta::minutes(5);
 pub use super::measure::{MAX_AQI, MAX_PM, MAX_TEMPERATURE};
 
 /// Where a sample was taken.

@@ -13,7 +13,10 @@ use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 
 use super::field_errors::{Code, FieldErrors, In};
 
-use super::reading::{MAX_AGE, MAX_AHEAD};
+/// How far in the past a `measured_at` may lie.
+pub const MAX_AGE: TimeDelta = TimeDelta::days(366);
+/// How far in the future a `measured_at` may lie (device clocks drift).
+pub const MAX_AHEAD: TimeDelta = TimeDelta::minutes(5);
 
 /// How long raw readings are kept; rollups are kept whatever it says.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,10 +13,11 @@ use hyper::StatusCode;
 use serde::Serialize;
 
 use super::export_slots::ExportsBusy;
-use super::rate_limit::{Limit, Refusal};
+use super::rate_limit::Refusal;
 use super::request_id::RequestId;
 use super::Response;
 use crate::auth::{AuthError, JwksError};
+use crate::domain::Limit;
 use crate::domain::{FieldError, FieldErrors};
 use crate::store::batch_writer::WriteError;
 use crate::store::StoreError;

@@ -45,7 +45,7 @@ use ipnet::IpNet;
 use tokio::task::JoinHandle;
 
 use super::error::ApiError;
-use crate::domain::DeviceUuid;
+use crate::domain::{DeviceUuid, Limit};
 use crate::metrics::ServerMetrics;
 
 /// How often keys whose allowance is full again are forgotten.
@@ -138,28 +138,6 @@ pub struct RateLimitConfig {
     pub public: Rate,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: TrustedProxies,
-}
-
-/// Which limit refused a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    /// Uploads per device.
-    Device,
-    /// Public requests per client address.
-    Public,
-}
-
-impl Limit {
-    /// Every limit, in the order `/metrics` lists them.
-    pub const ALL: [Self; 2] = [Self::Device, Self::Public];
-
-    /// Its label on `/metrics`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Device => "device",
-            Self::Public => "public",
-        }
-    }
 }
 
 /// A refusal: which limit, its setting, and when to come back.

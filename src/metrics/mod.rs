@@ -36,7 +36,7 @@ use self::labels::{
 };
 use self::process::ProcessCollector;
 use self::sampled::SampledGauge;
-use crate::http::rate_limit::Limit;
+use crate::domain::Limit;
 
 pub use self::labels::CacheName;
 

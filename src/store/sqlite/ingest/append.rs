@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 
 use super::fold::{FoldConfig, FoldNotices, Folder};
-use super::{folded_id, LoggedRow, Providers, MAX_BACKLOG};
+use super::{stored_folded_id, LoggedRow, Providers, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
 use crate::store::ingest_log::GroupSync;
 use crate::store::sqlite::{to_micros, Sqlite};
@@ -143,9 +143,4 @@ impl ReadingSink for SqliteReadingSink {
             }),
         );
     }
-}
-
-/// The highest folded id as stored (for the fold's start).
-pub(super) fn stored_folded_id(db: &Sqlite) -> Result<i64, StoreError> {
-    db.write_blocking(|connection| Ok(folded_id(connection)?))
 }

@@ -72,7 +72,7 @@ impl Folder {
         config: FoldConfig,
         appended: i64,
     ) -> Result<Self, StoreError> {
-        let folded = super::append::stored_folded_id(&db)?;
+        let folded = super::stored_folded_id(&db)?;
         let progress = Arc::new(Progress {
             folded: AtomicI64::new(folded),
             taken: AtomicI64::new(folded),

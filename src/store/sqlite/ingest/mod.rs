@@ -188,6 +188,11 @@ impl Recovery {
     }
 }
 
+/// The highest folded id as stored (for the sink's and the fold's start).
+fn stored_folded_id(db: &super::Sqlite) -> Result<i64, crate::store::StoreError> {
+    db.write_blocking(|connection| Ok(folded_id(connection)?))
+}
+
 /// The highest folded receipt id.
 pub(super) fn folded_id(connection: &rusqlite::Connection) -> rusqlite::Result<i64> {
     connection
