@@ -123,7 +123,7 @@ fn local_token(app: &TestApp, claims: &Value) -> String {
 // Local issuer (the embedded default)
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_local_token_is_accepted() {
     let app = TestApp::spawn().await;
     assert_accepted(list_with(&app, &app.token("alice")).await).await;
@@ -131,13 +131,13 @@ async fn a_local_token_is_accepted() {
     assert_accepted(list_with(&app, &custom).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_request_without_authorization_is_401_with_a_bearer_challenge() {
     let app = TestApp::spawn().await;
     assert_unauthorized(list_devices(&app, None).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_expired_token_is_401() {
     let app = TestApp::spawn().await;
     let mut expired = claims("alice", Some("airq-local"), None);
@@ -146,21 +146,21 @@ async fn an_expired_token_is_401() {
     assert_unauthorized(list_with(&app, &local_token(&app, &expired)).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_signed_with_another_secret_is_401() {
     let app = TestApp::spawn().await;
     let token = hs256(&[7u8; 32], None, &claims("alice", Some("airq-local"), None));
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_of_another_data_dir_is_401() {
     let app = TestApp::spawn().await;
     let other = TestApp::spawn().await;
     assert_unauthorized(list_with(&app, &other.token("alice")).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_without_exp_is_401() {
     let app = TestApp::spawn().await;
     let token = local_token(
@@ -170,7 +170,7 @@ async fn a_token_without_exp_is_401() {
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_without_sub_is_401() {
     let app = TestApp::spawn().await;
     let token = local_token(
@@ -180,7 +180,7 @@ async fn a_token_without_sub_is_401() {
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_with_an_empty_or_non_string_sub_is_401() {
     let app = TestApp::spawn().await;
     for sub in [json!(""), json!(42), json!(null), json!("x".repeat(256))] {
@@ -192,7 +192,7 @@ async fn a_token_with_an_empty_or_non_string_sub_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_alg_none_token_is_401() {
     let app = TestApp::spawn().await;
     let header = b64(br#"{"alg":"none","typ":"JWT"}"#);
@@ -205,7 +205,7 @@ async fn an_alg_none_token_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_naming_critical_header_extensions_is_401() {
     let app = TestApp::spawn().await;
     let payload = b64(&serde_json::to_vec(&claims("alice", Some("airq-local"), None)).unwrap());
@@ -222,7 +222,7 @@ async fn a_token_naming_critical_header_extensions_is_401() {
     assert_unauthorized(list_with(&app, &signed(critical)).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_hs256_token_relabelled_as_another_algorithm_is_401() {
     let app = TestApp::spawn().await;
     let valid = app.token("alice");
@@ -236,7 +236,7 @@ async fn an_hs256_token_relabelled_as_another_algorithm_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_garbage_token_is_401() {
     let app = TestApp::spawn().await;
     let valid = app.token("alice");
@@ -261,7 +261,7 @@ async fn a_garbage_token_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_basic_authorization_is_401() {
     let app = TestApp::spawn().await;
     let token = app.token("alice");
@@ -277,7 +277,7 @@ async fn a_basic_authorization_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_empty_bearer_token_is_401() {
     let app = TestApp::spawn().await;
     for value in ["Bearer", "Bearer ", "Bearer     ", "bearer"] {
@@ -287,7 +287,7 @@ async fn an_empty_bearer_token_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_bearer_scheme_is_case_insensitive() {
     let app = TestApp::spawn().await;
     let token = app.token("alice");
@@ -295,14 +295,14 @@ async fn the_bearer_scheme_is_case_insensitive() {
     assert_accepted(list_devices(&app, Some(&format!("BEARER {token}"))).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_local_token_from_another_issuer_is_401() {
     let app = TestApp::spawn().await;
     let token = local_token(&app, &claims("alice", Some("someone-else"), None));
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_local_token_without_iss_is_401() {
     let app = TestApp::spawn().await;
     let token = local_token(&app, &claims("alice", None, None));
@@ -328,7 +328,7 @@ async fn device_names(app: &TestApp, token: &str) -> Vec<String> {
     names
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn each_owner_sees_only_their_own_devices() {
     let app = TestApp::spawn().await;
     app.register_named("alice", "alice-kitchen").await;
@@ -346,7 +346,7 @@ async fn each_owner_sees_only_their_own_devices() {
     assert!(device_names(&app, &carol).await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_is_the_exact_sub() {
     let app = TestApp::spawn().await;
     app.register_named("alice", "alice-kitchen").await;
@@ -383,7 +383,7 @@ fn shared(claims: &Value) -> String {
     hs256(SHARED_SECRET.as_bytes(), None, claims)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_with_issuer_and_audience_is_accepted() {
     let app = shared_secret_app().await;
     let token = shared(&claims("alice", Some(ISSUER), Some(AUDIENCE)));
@@ -393,7 +393,7 @@ async fn a_shared_secret_token_with_issuer_and_audience_is_accepted() {
     assert_accepted(list_with(&app, &shared(&listed)).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_from_another_issuer_is_401() {
     let app = shared_secret_app().await;
     let token = shared(&claims(
@@ -404,28 +404,28 @@ async fn a_shared_secret_token_from_another_issuer_is_401() {
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_without_issuer_is_401() {
     let app = shared_secret_app().await;
     let token = shared(&claims("alice", None, Some(AUDIENCE)));
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_for_another_audience_is_401() {
     let app = shared_secret_app().await;
     let token = shared(&claims("alice", Some(ISSUER), Some("another-api")));
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_without_audience_is_401() {
     let app = shared_secret_app().await;
     let token = shared(&claims("alice", Some(ISSUER), None));
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_shared_secret_token_signed_with_another_secret_is_401() {
     let app = shared_secret_app().await;
     let token = hs256(
@@ -436,7 +436,7 @@ async fn a_shared_secret_token_signed_with_another_secret_is_401() {
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_local_token_is_refused_when_a_shared_secret_is_configured() {
     let app = shared_secret_app().await;
     assert_unauthorized(list_with(&app, &app.token("alice")).await).await;
@@ -598,28 +598,28 @@ async fn jwks_app(url: &str, issuer: Option<&str>, audience: Option<&str>) -> Te
     .await
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_rs256_token_from_the_jwks_is_accepted() {
     let idp = Idp::start().await;
     let token = idp.rs256(Some("rsa-1"), &Idp::claims("alice"));
     assert_accepted(list_with(&idp.app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_es256_token_from_the_jwks_is_accepted() {
     let idp = Idp::start().await;
     let token = idp.es256(Some("ec-1"), &Idp::claims("alice"));
     assert_accepted(list_with(&idp.app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_eddsa_token_from_the_jwks_is_accepted() {
     let idp = Idp::start().await;
     let token = idp.eddsa(Some("ed-1"), &Idp::claims("alice"));
     assert_accepted(list_with(&idp.app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_jwks_is_fetched_once_at_start() {
     let idp = Idp::start().await;
     assert_eq!(idp.jwks.hits(), 1, "fetched while starting");
@@ -630,7 +630,7 @@ async fn the_jwks_is_fetched_once_at_start() {
     assert_eq!(idp.jwks.hits(), 1, "known keys are not fetched again");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_jwks_token_signed_by_a_key_outside_the_jwks_is_401() {
     let idp = Idp::start().await;
     let (foreign_ec, _) = ec_key("ec-1");
@@ -644,7 +644,7 @@ async fn a_jwks_token_signed_by_a_key_outside_the_jwks_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_jwks_token_whose_kid_names_a_key_of_another_algorithm_is_401() {
     let idp = Idp::start().await;
     let claims = Idp::claims("alice");
@@ -658,7 +658,7 @@ async fn a_jwks_token_whose_kid_names_a_key_of_another_algorithm_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_hs256_token_keyed_with_the_rsa_public_key_is_401() {
     let idp = Idp::start().await;
     let claims = Idp::claims("alice");
@@ -680,7 +680,7 @@ async fn an_hs256_token_keyed_with_the_rsa_public_key_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_hs256_token_signed_with_an_oct_key_of_the_jwks_is_401() {
     let idp = Idp::start().await;
     let claims = Idp::claims("alice");
@@ -690,7 +690,7 @@ async fn an_hs256_token_signed_with_an_oct_key_of_the_jwks_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_alg_none_token_is_401_in_jwks_mode() {
     let idp = Idp::start().await;
     let payload = b64(&serde_json::to_vec(&Idp::claims("alice")).unwrap());
@@ -703,14 +703,14 @@ async fn an_alg_none_token_is_401_in_jwks_mode() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_jwks_token_without_kid_is_401_when_the_jwks_has_several_keys() {
     let idp = Idp::start().await;
     let token = idp.es256(None, &Idp::claims("alice"));
     assert_unauthorized(list_with(&idp.app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_single_key_jwks_accepts_a_token_without_kid() {
     let (ed, ed_jwk) = ed_key("only");
     let jwks = JwksServer::serve(&json!({ "keys": [ed_jwk] })).await;
@@ -725,7 +725,7 @@ async fn a_single_key_jwks_accepts_a_token_without_kid() {
     assert_unauthorized(list_with(&app, &forged).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_oct_key_does_not_count_as_the_single_key() {
     let jwks = JwksServer::serve(&json!({ "keys": [
         { "kty": "oct", "alg": "HS256", "k": b64(OCT_SECRET) },
@@ -736,7 +736,7 @@ async fn an_oct_key_does_not_count_as_the_single_key() {
     assert_unauthorized(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unknown_kid_is_401_and_refetches_at_most_once_per_interval() {
     let idp = Idp::start().await;
     let before = idp.jwks.hits();
@@ -755,7 +755,7 @@ async fn an_unknown_kid_is_401_and_refetches_at_most_once_per_interval() {
     assert_accepted(list_with(&idp.app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_flood_of_unknown_kids_does_not_flood_the_identity_provider() {
     let idp = Idp::start().await;
     let before = idp.jwks.hits();
@@ -770,7 +770,7 @@ async fn a_flood_of_unknown_kids_does_not_flood_the_identity_provider() {
     assert!(idp.jwks.hits() - before <= 1, "hits {}", idp.jwks.hits());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn jwks_tokens_need_the_configured_issuer() {
     let idp = Idp::start().await;
     let mut other = Idp::claims("alice");
@@ -783,7 +783,7 @@ async fn jwks_tokens_need_the_configured_issuer() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn jwks_tokens_need_the_configured_audience() {
     let idp = Idp::start().await;
     let mut other = Idp::claims("alice");
@@ -796,7 +796,7 @@ async fn jwks_tokens_need_the_configured_audience() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn jwks_tokens_need_exp_and_sub_and_must_not_be_expired() {
     let idp = Idp::start().await;
     let mut no_exp = Idp::claims("alice");
@@ -811,7 +811,7 @@ async fn jwks_tokens_need_exp_and_sub_and_must_not_be_expired() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn without_configured_issuer_and_audience_jwks_tokens_need_neither() {
     let (ec, ec_jwk) = ec_key("ec-1");
     let jwks = JwksServer::serve(&json!({ "keys": [ec_jwk] })).await;
@@ -825,7 +825,7 @@ async fn without_configured_issuer_and_audience_jwks_tokens_need_neither() {
     assert_accepted(list_with(&app, &token).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn jwks_owners_see_only_their_own_devices() {
     let idp = Idp::start().await;
     let register = |token: String, name: &'static str| {
@@ -850,7 +850,7 @@ async fn jwks_owners_see_only_their_own_devices() {
     assert_eq!(device_names(&idp.app, &bob).await, ["bob-1"]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unreachable_jwks_endpoint_is_a_503_problem() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/jwks.json", closed.local_addr().unwrap());

@@ -27,7 +27,7 @@ fn backup(source: &Path, destination: &Path) -> std::process::Output {
     .expect("airq backup runs")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_backup_under_upload_load_restores_every_reading_acknowledged_before_it_began() {
     // Small log segments, folded often: segments are pruned while the backup copies, as they
     // are under a long-running load.
@@ -103,7 +103,7 @@ async fn a_backup_under_upload_load_restores_every_reading_acknowledged_before_i
         .is_some_and(|count| count > 0));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_backup_never_overwrites_and_needs_a_data_dir() {
     let app = TestApp::spawn().await;
     let occupied = tempfile::tempdir().expect("dir");

@@ -84,7 +84,7 @@ pub(crate) async fn batch_receipts(response: reqwest::Response) -> Vec<(u64, Str
     receipts
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_batch_is_stored_whole_with_receipts_in_request_order() {
     let (app, device) = app_with_device().await;
     let readings = minutes(3);
@@ -108,7 +108,7 @@ async fn a_batch_is_stored_whole_with_receipts_in_request_order() {
     assert_eq!(sample_count(&app, &device).await, 3);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn one_bad_reading_rejects_the_whole_batch_and_every_problem_is_named_by_position() {
     let (app, device) = app_with_device().await;
     let mut readings = minutes(4);
@@ -132,7 +132,7 @@ async fn one_bad_reading_rejects_the_whole_batch_and_every_problem_is_named_by_p
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn readings_must_be_an_array_of_1_to_1000_objects() {
     let (app, device) = app_with_device().await;
     let cases = [
@@ -164,7 +164,7 @@ async fn readings_must_be_an_array_of_1_to_1000_objects() {
     assert!(app.stored_ids().await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_batch_of_1000_readings_is_accepted() {
     let (app, device) = app_with_device().await;
     let receipts =
@@ -174,7 +174,7 @@ async fn a_batch_of_1000_readings_is_accepted() {
     assert_eq!(app.stored_ids().await.len(), 1000);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_batch_body_limit_is_1_mib() {
     let (app, device) = app_with_device().await;
     // The same readings in both bodies: a rendered timestamp's length varies with its fraction of
@@ -194,7 +194,7 @@ async fn the_batch_body_limit_is_1_mib() {
     problem(response, 413).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_batch_needs_device_credentials_before_anything_else() {
     let (app, _device) = app_with_device().await;
     let response = app
@@ -208,7 +208,7 @@ async fn a_batch_needs_device_credentials_before_anything_else() {
     problem(response, 401).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_gzip_encoded_upload_is_stored_as_if_sent_plain() {
     let (app, device) = app_with_device().await;
     let body = gzip(sample_with(77, 12.5, 21.0).to_string().as_bytes());
@@ -242,7 +242,7 @@ async fn a_gzip_encoded_upload_is_stored_as_if_sent_plain() {
     assert_eq!(batch_receipts(response).await.len(), 5);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_gzip_body_that_decompresses_past_the_limit_is_413() {
     let (app, device) = app_with_device().await;
     // 64 KiB + 1 of JSON whitespace compresses to a few hundred bytes.
@@ -273,7 +273,7 @@ async fn a_gzip_body_that_decompresses_past_the_limit_is_413() {
     assert!(app.stored_ids().await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_content_encoding_is_415_and_broken_gzip_is_400() {
     let (app, device) = app_with_device().await;
     for coding in ["br", "deflate", "compress", "gzip, gzip"] {
@@ -308,7 +308,7 @@ async fn another_content_encoding_is_415_and_broken_gzip_is_400() {
     receipt(response).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn uploading_the_same_measured_at_again_replaces_the_reading() {
     let (app, device) = app_with_device().await;
     let at = Utc::now() - TimeDelta::minutes(3);
@@ -349,7 +349,7 @@ async fn uploading_the_same_measured_at_again_replaces_the_reading() {
     assert_eq!(aqis, vec![30]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_retried_batch_stores_each_reading_once_and_a_repeated_key_keeps_the_later_element() {
     let (app, device) = app_with_device().await;
     let readings = minutes(4);
@@ -384,7 +384,7 @@ async fn a_retried_batch_stores_each_reading_once_and_a_repeated_key_keeps_the_l
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn readings_without_measured_at_are_always_new() {
     let (app, device) = app_with_device().await;
     for _ in 0..3 {

@@ -59,7 +59,7 @@ async fn list_status(app: &TestApp, token: &str) -> u16 {
         .as_u16()
 }
 
-#[test]
+#[airq_test::test]
 fn token_prints_exactly_one_line_holding_the_token() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
@@ -74,7 +74,7 @@ fn token_prints_exactly_one_line_holding_the_token() {
     assert!(claims["exp"].as_i64().unwrap() > now());
 }
 
-#[test]
+#[airq_test::test]
 fn token_defaults_to_a_30_day_lifetime() {
     let dir = tempfile::tempdir().unwrap();
     let output = run(airq(
@@ -90,7 +90,7 @@ fn token_defaults_to_a_30_day_lifetime() {
 }
 
 #[cfg(unix)]
-#[test]
+#[airq_test::test]
 fn token_creates_the_secret_with_mode_0600() {
     use std::os::unix::fs::PermissionsExt as _;
 
@@ -107,7 +107,7 @@ fn token_creates_the_secret_with_mode_0600() {
     assert_eq!(metadata.len(), 32);
 }
 
-#[test]
+#[airq_test::test]
 fn token_reuses_the_secret_of_the_data_dir() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().to_str().unwrap();
@@ -139,7 +139,7 @@ fn shared_secret_token(env: &[(&str, &str)]) -> (tempfile::TempDir, Output) {
     (dir, output)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_cli_token_signed_with_the_shared_secret_is_accepted_by_every_server_configured_with_it()
 {
     let configure = |config: &mut airq::Config| {
@@ -190,7 +190,7 @@ async fn a_cli_token_signed_with_the_shared_secret_is_accepted_by_every_server_c
     assert_eq!(response.status(), 401);
 }
 
-#[test]
+#[airq_test::test]
 fn a_cli_token_refuses_a_short_shared_secret_or_an_issuer_without_one() {
     let (_dir, output) = shared_secret_token(&[("AIRQ_AUTH_HS256_SECRET", "short")]);
     assert!(!output.status.success());
@@ -204,7 +204,7 @@ fn a_cli_token_refuses_a_short_shared_secret_or_an_issuer_without_one() {
     assert!(output.stdout.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_cli_token_authenticates_against_a_server_on_the_same_data_dir() {
     let app = TestApp::spawn().await;
     app.register_named("alice", "Kitchen").await;
@@ -233,7 +233,7 @@ async fn a_cli_token_authenticates_against_a_server_on_the_same_data_dir() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_cli_token_of_another_data_dir_is_refused() {
     let app = TestApp::spawn().await;
     let elsewhere = tempfile::tempdir().unwrap();
@@ -249,7 +249,7 @@ async fn a_cli_token_of_another_data_dir_is_refused() {
     assert_eq!(list_status(&app, &token_of(&output)).await, 401);
 }
 
-#[test]
+#[airq_test::test]
 fn ttl_90m_sets_exp_90_minutes_ahead() {
     let dir = tempfile::tempdir().unwrap();
     let before = now();
@@ -277,7 +277,7 @@ fn ttl_90m_sets_exp_90_minutes_ahead() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn an_invalid_ttl_fails_with_a_message_on_stderr_and_nothing_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
@@ -306,7 +306,7 @@ fn an_invalid_ttl_fails_with_a_message_on_stderr_and_nothing_on_stdout() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn an_owner_is_required() {
     let dir = tempfile::tempdir().unwrap();
     let output = run(airq(
@@ -318,7 +318,7 @@ fn an_owner_is_required() {
     assert!(!output.stderr.is_empty());
 }
 
-#[test]
+#[airq_test::test]
 fn an_owner_the_server_would_refuse_gets_no_token() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
@@ -336,7 +336,7 @@ fn an_owner_the_server_would_refuse_gets_no_token() {
     assert!(!data_dir.join("owner-token.secret").exists());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn airq_data_dir_selects_the_data_dir_without_the_flag() {
     let app = TestApp::spawn().await;
     let cwd = tempfile::tempdir().unwrap();
@@ -350,7 +350,7 @@ async fn airq_data_dir_selects_the_data_dir_without_the_flag() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn without_flag_or_variable_the_data_dir_is_airq_data_in_the_working_directory() {
     let cwd = tempfile::tempdir().unwrap();
     token_of(&run(airq(cwd.path(), &["token", "alice"])));
@@ -361,7 +361,7 @@ fn without_flag_or_variable_the_data_dir_is_airq_data_in_the_working_directory()
         .is_file());
 }
 
-#[test]
+#[airq_test::test]
 fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
     for bad in [
         "",
@@ -374,7 +374,7 @@ fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn a_raw_retention_with_readings_in_questdb_is_refused() {
     refused_serve(
         &[
@@ -391,7 +391,7 @@ fn a_raw_retention_with_readings_in_questdb_is_refused() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn questdb_readings_need_the_pg_wire_url_and_postgres_devices() {
     refused_serve(
         &["--questdb-ilp", "http::addr=127.0.0.1:9;"],
@@ -408,7 +408,7 @@ fn questdb_readings_need_the_pg_wire_url_and_postgres_devices() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_jwks_url_that_is_not_http_is_refused() {
     refused_serve(
         &["--auth-jwks-url", "ftp://idp.example/jwks.json"],
@@ -416,7 +416,7 @@ fn a_jwks_url_that_is_not_http_is_refused() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_jwks_url_and_a_shared_secret_cannot_both_be_configured() {
     refused_serve(
         &[
@@ -429,7 +429,7 @@ fn a_jwks_url_and_a_shared_secret_cannot_both_be_configured() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_truncated_token_secret_is_refused_instead_of_replaced() {
     let dir = tempfile::tempdir().expect("temporary dir");
     std::fs::write(dir.path().join("owner-token.secret"), b"short").expect("write");
@@ -503,7 +503,7 @@ fn canned_server(response: Option<&'static str>, hold: Duration) -> String {
     address
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_exits_0_when_the_server_is_ready() {
     let app = TestApp::spawn().await;
     let output = healthcheck(&["--listen", address_of(&app)], None).await;
@@ -511,7 +511,7 @@ async fn healthcheck_exits_0_when_the_server_is_ready() {
     assert!(output.stdout.is_empty() && output.stderr.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_reads_airq_listen_and_reaches_an_unspecified_address_over_loopback() {
     let app = TestApp::spawn().await;
     let port = address_of(&app).rsplit_once(':').expect("a port").1;
@@ -519,14 +519,14 @@ async fn healthcheck_reads_airq_listen_and_reaches_an_unspecified_address_over_l
     assert!(output.status.success(), "{output:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_fails_on_a_closed_port() {
     let address = format!("127.0.0.1:{}", closed_port());
     let output = healthcheck(&["--listen", &address], None).await;
     assert_unhealthy(&output, &format!("cannot connect to {address}"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_fails_when_readyz_is_not_200_and_quotes_the_problem() {
     let address = canned_server(
         Some(concat!(
@@ -542,7 +542,7 @@ async fn healthcheck_fails_when_readyz_is_not_200_and_quotes_the_problem() {
     assert_unhealthy(&output, "503 Service Unavailable: QuestDB does not answer");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_gives_up_after_its_timeout() {
     let address = canned_server(None, Duration::from_secs(10));
     let started = std::time::Instant::now();
@@ -555,7 +555,7 @@ async fn healthcheck_gives_up_after_its_timeout() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn healthcheck_refuses_port_0() {
     let output = healthcheck(&["--listen", "0.0.0.0:0"], None).await;
     assert_unhealthy(&output, "port 0");
@@ -576,7 +576,7 @@ fn refused_beside(app: &TestApp) -> String {
     data_dir
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
     let app = TestApp::spawn().await;
     let data_dir = refused_beside(&app);
@@ -588,7 +588,7 @@ async fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
 
-#[test]
+#[airq_test::test]
 fn an_hs256_secret_shorter_than_32_bytes_is_refused() {
     refused_serve(&["--auth-hs256-secret", ""], "at least 32 bytes");
     refused_serve(
@@ -597,7 +597,7 @@ fn an_hs256_secret_shorter_than_32_bytes_is_refused() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn an_audience_or_ca_file_without_an_external_identity_provider_is_refused() {
     refused_serve(&["--auth-audience", "airq"], "--auth-jwks-url");
     refused_serve(
@@ -606,7 +606,7 @@ fn an_audience_or_ca_file_without_an_external_identity_provider_is_refused() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn durations_beyond_their_bounds_are_refused_instead_of_crashing_the_start() {
     for (flag, value) in [
         ("--sqlite-busy-timeout-ms", "2147483648"),
@@ -619,7 +619,7 @@ fn durations_beyond_their_bounds_are_refused_instead_of_crashing_the_start() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn a_data_dir_that_is_a_file_is_refused_by_name() {
     let dir = tempfile::tempdir().expect("temporary dir");
     let file = dir.path().join("not-a-dir");
@@ -630,7 +630,7 @@ fn a_data_dir_that_is_a_file_is_refused_by_name() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn an_unreachable_postgresql_is_named_by_its_setting() {
     refused_serve(
         &["--postgres-url", "postgres://postgres@127.0.0.1:9/airq"],
@@ -638,7 +638,7 @@ fn an_unreachable_postgresql_is_named_by_its_setting() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_bad_value_from_a_variable_names_the_variable() {
     let dir = tempfile::tempdir().expect("temporary dir");
     let mut command = airq(dir.path(), &["serve", "--listen", "127.0.0.1:0"]);
@@ -654,7 +654,7 @@ fn a_bad_value_from_a_variable_names_the_variable() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_bad_value_of_a_flag_does_not_blame_its_variable() {
     let dir = tempfile::tempdir().expect("temporary dir");
     let mut command = airq(

@@ -102,7 +102,7 @@ fn assert_caught(violations: &[String], needle: &str) {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn conforming_answers_pass() {
     let contract = served().await;
     let list = bytes(&json!({ "data": [device()] }));
@@ -131,7 +131,7 @@ async fn conforming_answers_pass() {
     assert!(ok.is_empty(), "{ok:#?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_that_drifts_from_its_schema_is_caught() {
     let contract = served().await;
     // `GET /api/v1/devices` answering 200 with `device` as its one entry.
@@ -177,7 +177,7 @@ async fn a_body_that_drifts_from_its_schema_is_caught() {
     assert_caught(&violations, "not JSON");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_undocumented_status_content_type_or_header_is_caught() {
     let contract = served().await;
     let list = bytes(&json!({ "data": [] }));
@@ -231,7 +231,7 @@ async fn an_undocumented_status_content_type_or_header_is_caught() {
     assert_caught(&violations, "header WWW-Authenticate");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn unknown_paths_and_methods_are_held_to_their_documented_answers() {
     let contract = served().await;
     let problem = headers(&[PROBLEM]);
@@ -284,7 +284,7 @@ async fn unknown_paths_and_methods_are_held_to_their_documented_answers() {
     assert_caught(&violations, "PUT is not an operation of /api/v1/devices");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_gzip_body_is_checked_decompressed_and_bodiless_answers_stay_bodiless() {
     let contract = served().await;
     let public = [
@@ -329,7 +329,7 @@ async fn a_gzip_body_is_checked_decompressed_and_bodiless_answers_stay_bodiless(
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_drifting_answer_fails_the_test_that_received_it() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;
@@ -371,7 +371,7 @@ async fn a_drifting_answer_fails_the_test_that_received_it() {
     assert!(message.contains("name"), "{message}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn stopping_the_app_fails_the_test_on_drift_too() {
     let app = TestApp::spawn().await;
     app.check_against(|document| {
@@ -395,7 +395,7 @@ async fn stopping_the_app_fails_the_test_on_drift_too() {
     assert!(message.contains("GET /healthz → 200"), "{message}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn recorded_violations_can_be_taken_and_then_no_longer_fail() {
     let app = TestApp::spawn().await;
     app.check_against(|document| {
@@ -414,7 +414,7 @@ async fn recorded_violations_can_be_taken_and_then_no_longer_fail() {
     assert_caught(&violations, "GET /readyz → 200");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_example_of_the_document_matches_its_schema() {
     let contract = served().await;
     let document = contract.document().clone();

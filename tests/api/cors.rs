@@ -74,7 +74,7 @@ async fn owner_preflight(app: &TestApp, path: &str, origin: &str) -> Response {
         .expect("request sent")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_listed_origin_reads_owner_answers_and_errors() {
     let app = with_origins().await;
     let registered = app.register_named("alice", "Balcony").await;
@@ -110,7 +110,7 @@ async fn a_listed_origin_reads_owner_answers_and_errors() {
     assert_owner_cors(&response, "an owner error");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unlisted_origin_gets_no_cors_headers() {
     let app = with_origins().await;
     for origin in [OTHER, "https://app.example:8443", "http://app.example"] {
@@ -135,7 +135,7 @@ async fn an_unlisted_origin_gets_no_cors_headers() {
     assert_no_cors(&preflight, "OPTIONS /data");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_preflight_from_a_listed_origin_grants_the_routes_methods() {
     let app = with_origins().await;
     for (path, methods) in [
@@ -174,7 +174,7 @@ async fn a_preflight_from_a_listed_origin_grants_the_routes_methods() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn without_a_list_owner_routes_answer_no_origin() {
     let app = TestApp::spawn().await;
     let response = app
@@ -198,7 +198,7 @@ async fn without_a_list_owner_routes_answer_no_origin() {
     assert_no_cors(&response, "OPTIONS /devices");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_openapi_document_is_readable_from_any_origin() {
     for app in [TestApp::spawn().await, with_origins().await] {
         for origin in [None, Some(OTHER), Some(ALLOWED)] {
@@ -232,7 +232,7 @@ async fn the_openapi_document_is_readable_from_any_origin() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn a_malformed_origin_is_a_cli_error() {
     for bad in ["app.example", "https://app.example/", "ftp://app.example"] {
         assert!(

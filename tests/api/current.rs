@@ -56,7 +56,7 @@ async fn report(app: &TestApp, device: &Value, body: Value, when: DateTime<Utc>)
     app.upload_ok(device, &measured(body, when)).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_snapshot_is_the_exact_mean_of_the_last_hour() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -120,7 +120,7 @@ async fn the_device_snapshot_is_the_exact_mean_of_the_last_hour() {
     assert_eq!(data["location"], Value::Null);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_aqi_mean_is_rounded_half_away_from_zero() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -155,7 +155,7 @@ async fn the_aqi_mean_is_rounded_half_away_from_zero() {
     assert_eq!(data["sample_count"].as_u64(), Some(3));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn samples_an_hour_old_or_older_are_left_out_while_the_hour_has_samples() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -191,7 +191,7 @@ async fn samples_an_hour_old_or_older_are_left_out_while_the_hour_has_samples() 
     assert_eq!(data["last_seen"], "2026-10-25T11:59:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_sample_stamped_a_few_minutes_ahead_is_current_and_is_last_seen() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -212,7 +212,7 @@ async fn a_sample_stamped_a_few_minutes_ahead_is_current_and_is_last_seen() {
     assert_eq!(data["last_seen"], "2026-10-25T12:04:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_idle_device_shows_the_hour_before_its_last_sample() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -252,7 +252,7 @@ async fn an_idle_device_shows_the_hour_before_its_last_sample() {
     assert_eq!(data["last_seen"], "2026-10-25T09:55:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_status_turns_offline_only_after_twenty_minutes_of_silence() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -313,7 +313,7 @@ async fn bike_located_twice(app: &TestApp) -> Value {
     device
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_location_is_the_latest_sample_that_carried_one() {
     let app = TestApp::spawn().await;
     let device = bike_located_twice(&app).await;
@@ -348,7 +348,7 @@ async fn the_location_is_the_latest_sample_that_carried_one() {
     assert_eq!(data["location"]["timestamp"], "2026-10-25T11:30:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_location_replaced_by_a_reading_without_one_no_longer_counts() {
     let app = TestApp::spawn().await;
     let device = bike_located_twice(&app).await;
@@ -361,7 +361,7 @@ async fn a_location_replaced_by_a_reading_without_one_no_longer_counts() {
     assert_eq!(data["sample_count"].as_u64(), Some(2));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_location_is_null_when_no_sample_ever_carried_one() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -374,7 +374,7 @@ async fn the_location_is_null_when_no_sample_ever_carried_one() {
     assert_eq!(data["location"], Value::Null);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_that_never_reported_is_404() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -388,7 +388,7 @@ async fn a_device_that_never_reported_is_404() {
     app.data_as("alice", &path).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn unknown_and_foreign_devices_are_the_same_404() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -404,7 +404,7 @@ async fn unknown_and_foreign_devices_are_the_same_404() {
     assert_eq!(foreign["type"], unknown["type"]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_malformed_device_id_is_422() {
     let app = TestApp::spawn().await;
     for id in ["not-a-uuid", "123", "g0000000-0000-0000-0000-000000000000"] {
@@ -415,7 +415,7 @@ async fn a_malformed_device_id_is_422() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_snapshot_routes_need_an_owner_token() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -440,7 +440,7 @@ async fn the_snapshot_routes_need_an_owner_token() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_snapshot_pools_every_device_of_the_owner() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -500,7 +500,7 @@ async fn the_owner_snapshot_pools_every_device_of_the_owner() {
     assert_eq!(data["last_seen"], "2026-10-25T11:30:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_is_online_while_any_device_is() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -529,7 +529,7 @@ async fn the_owner_is_online_while_any_device_is() {
     assert_eq!(data["last_seen"], "2026-10-25T11:50:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_location_is_the_latest_of_any_device() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -576,7 +576,7 @@ async fn the_owner_location_is_the_latest_of_any_device() {
     assert_eq!(data["location"]["timestamp"], "2026-10-25T11:20:00.000Z");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_snapshot_is_404_until_some_device_reports() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -596,7 +596,7 @@ async fn the_owner_snapshot_is_404_until_some_device_reports() {
     assert_eq!(data["sample_count"].as_u64(), Some(1));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_deleted_device_no_longer_counts_owner_wide() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());
@@ -628,7 +628,7 @@ async fn a_deleted_device_no_longer_counts_owner_wide() {
     problem(app.get_as("alice", "/air-quality/current").await, 404).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_deleted_device_cannot_report_again() {
     let app = TestApp::spawn().await;
     app.clock.set(t0());

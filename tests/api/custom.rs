@@ -58,7 +58,7 @@ async fn accepted(app: &TestApp, query: &str) {
     points(app, query).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn days_are_the_default_and_both_dates_are_inclusive() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -110,7 +110,7 @@ async fn days_are_the_default_and_both_dates_are_inclusive() {
     assert_eq!(aqis(&points), [30]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn hours_are_labelled_with_date_and_hour() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -142,7 +142,7 @@ async fn hours_are_labelled_with_date_and_hour() {
     assert_eq!(aqis(&points), [1, 15, 3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn months_are_clipped_to_the_range() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -170,7 +170,7 @@ async fn months_are_clipped_to_the_range() {
     assert_eq!(aqis(&points), [1, 2, 3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_time_zone_moves_the_day_boundaries() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -212,7 +212,7 @@ async fn the_time_zone_moves_the_day_boundaries() {
     assert_eq!(aqis(&points), [10]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn hours_of_a_25_hour_day_in_berlin() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -258,7 +258,7 @@ async fn hours_of_a_25_hour_day_in_berlin() {
     assert_eq!(aqis(&points), [3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn hours_on_lord_howe_island_the_day_its_clocks_move_half_an_hour() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -287,7 +287,7 @@ async fn hours_on_lord_howe_island_the_day_its_clocks_move_half_an_hour() {
     assert_eq!(aqis(&points), [1, 2, 3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn only_the_owners_devices_are_pooled() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -310,7 +310,7 @@ async fn only_the_owners_devices_are_pooled() {
     assert!(points.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_year_of_days_pools_every_device_once() {
     // Enough rows that the store reads the devices in two halves at once.
     let app = TestApp::spawn().await;
@@ -326,7 +326,7 @@ async fn a_year_of_days_pools_every_device_once() {
     assert_eq!(aqis(&points), [103, 25]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn each_interval_has_its_longest_range() {
     let app = TestApp::spawn().await;
     let too_long = [fe("end_date", "maximum", "query")];
@@ -379,7 +379,7 @@ async fn each_interval_has_its_longest_range() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_start_must_not_be_after_the_end() {
     let app = TestApp::spawn().await;
     assert_eq!(
@@ -396,7 +396,7 @@ async fn the_start_must_not_be_after_the_end() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn missing_dates_are_listed_together() {
     let app = TestApp::spawn().await;
     let path = "/air-quality/custom";
@@ -427,7 +427,7 @@ async fn missing_dates_are_listed_together() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn dates_must_be_calendar_dates_written_yyyy_mm_dd() {
     let app = TestApp::spawn().await;
     for bad in [
@@ -461,7 +461,7 @@ async fn dates_must_be_calendar_dates_written_yyyy_mm_dd() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn ten_characters_are_not_enough_to_be_a_date() {
     let app = TestApp::spawn().await;
     // Each of these has the length of YYYY-MM-DD but not its shape.
@@ -491,7 +491,7 @@ async fn ten_characters_are_not_enough_to_be_a_date() {
     assert!(accepted.is_empty(), "accepted as dates: {accepted:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bad_interval_or_zone_is_422() {
     let app = TestApp::spawn().await;
     let dates = "start_date=2026-11-20&end_date=2026-11-22";
@@ -511,7 +511,7 @@ async fn a_bad_interval_or_zone_is_422() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_custom_route_needs_an_owner_token() {
     let app = TestApp::spawn().await;
     for query in [

@@ -11,7 +11,7 @@ fn is_rfc3339(value: &Value) -> bool {
         .is_some_and(|text| chrono::DateTime::parse_from_rfc3339(text).is_ok())
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn registration_returns_the_device_with_its_credentials() {
     let app = TestApp::spawn().await;
     let response = app
@@ -41,7 +41,7 @@ async fn registration_returns_the_device_with_its_credentials() {
     assert_eq!(device["created_at"], device["updated_at"]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_list_never_shows_keys_and_is_ordered_by_creation() {
     let app = TestApp::spawn().await;
     let first = app.register_named("alice", "first").await;
@@ -76,7 +76,7 @@ async fn the_list_never_shows_keys_and_is_ordered_by_creation() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_owner_without_devices_gets_an_empty_list() {
     let app = TestApp::spawn().await;
     let response = app.get_as("carol", "/devices").await;
@@ -87,7 +87,7 @@ async fn an_owner_without_devices_gets_an_empty_list() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn show_returns_the_device_without_its_key() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -104,7 +104,7 @@ async fn show_returns_the_device_without_its_key() {
     assert_eq!(shown, expected);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn patch_changes_only_the_fields_it_names() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -138,7 +138,7 @@ async fn patch_changes_only_the_fields_it_names() {
     assert_eq!(shown, patched);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn patch_validates_every_field_at_once() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -162,7 +162,7 @@ async fn patch_validates_every_field_at_once() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn rotation_issues_a_new_key_and_keeps_the_identity() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -184,7 +184,7 @@ async fn rotation_issues_a_new_key_and_keeps_the_identity() {
     assert_ne!(rotated["device_key"], device["device_key"]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn deletion_answers_204_and_the_device_is_gone() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -213,7 +213,7 @@ async fn deletion_answers_204_and_the_device_is_gone() {
     assert_eq!(list, json!({ "data": [] }));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_owner_gets_404_on_every_device_route() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;
@@ -264,7 +264,7 @@ async fn another_owner_gets_404_on_every_device_route() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_name_of_100_multibyte_characters_is_accepted_and_101_is_not() {
     let app = TestApp::spawn().await;
     let hundred = "é😀".repeat(50);
@@ -283,7 +283,7 @@ async fn a_name_of_100_multibyte_characters_is_accepted_and_101_is_not() {
     assert_eq!(field_errors(&body), [fe("name", "max_length", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn registration_lists_every_field_problem_at_once() {
     let app = TestApp::spawn().await;
     let response = app
@@ -307,7 +307,7 @@ async fn registration_lists_every_field_problem_at_once() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_blank_non_string_or_reordering_name_is_refused() {
     let app = TestApp::spawn().await;
     for (name, code) in [
@@ -329,7 +329,7 @@ async fn a_blank_non_string_or_reordering_name_is_refused() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_that_is_not_an_object_is_a_validation_problem() {
     let app = TestApp::spawn().await;
     let response = app
@@ -339,7 +339,7 @@ async fn a_body_that_is_not_an_object_is_a_validation_problem() {
     assert_eq!(field_errors(&body), [fe("$", "type", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_path_id_that_is_not_a_uuid_is_422_in_path() {
     let app = TestApp::spawn().await;
     for (method, path) in [
@@ -364,7 +364,7 @@ async fn a_path_id_that_is_not_a_uuid_is_422_in_path() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn registry_routes_need_an_owner_token() {
     let app = TestApp::spawn().await;
     let id = uuid::Uuid::new_v4();

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::common::{fe, field_errors, problem, TestApp};
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unknown_route_is_a_404_problem() {
     let app = TestApp::spawn().await;
     for path in [
@@ -27,7 +27,7 @@ async fn an_unknown_route_is_a_404_problem() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_wrong_method_is_405_with_allow() {
     let app = TestApp::spawn().await;
     let response = app.client.put(app.url("/devices")).send().await.unwrap();
@@ -43,7 +43,7 @@ async fn a_wrong_method_is_405_with_allow() {
     problem(response, 405).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_instance_never_carries_the_query() {
     let app = TestApp::spawn().await;
     let response = app
@@ -56,7 +56,7 @@ async fn the_instance_never_carries_the_query() {
     assert_eq!(body["instance"], "/api/v1/devices");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_in_the_query_string_is_not_read() {
     let app = TestApp::spawn().await;
     let token = app.token("alice");
@@ -71,7 +71,7 @@ async fn a_token_in_the_query_string_is_not_read() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_response_carries_a_request_id_and_echoes_a_plain_one() {
     let app = TestApp::spawn().await;
     let response = app.get_as("alice", "/devices").await;
@@ -115,7 +115,7 @@ async fn post_raw(
     request.send().await.unwrap()
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_missing_or_other_content_type_is_415() {
     let app = TestApp::spawn().await;
     let body = r#"{"name":"x"}"#;
@@ -124,7 +124,7 @@ async fn a_missing_or_other_content_type_is_415() {
     problem(post_raw(&app, Some("application/jsonx"), body).await, 415).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_charset_parameter_is_allowed() {
     let app = TestApp::spawn().await;
     let response = post_raw(
@@ -138,7 +138,7 @@ async fn a_charset_parameter_is_allowed() {
     assert_eq!(response.status(), 201);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_of_exactly_64_kib_is_read_and_one_byte_more_is_413() {
     let app = TestApp::spawn().await;
     let padding = |total: usize| {
@@ -158,7 +158,7 @@ async fn a_body_of_exactly_64_kib_is_read_and_one_byte_more_is_413() {
     assert_eq!(body["type"], "about:blank");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_huge_streamed_body_without_length_is_413() {
     let app = TestApp::spawn().await;
     let chunks: Vec<Result<Bytes, std::io::Error>> = (0..100)
@@ -174,7 +174,7 @@ async fn a_huge_streamed_body_without_length_is_413() {
     problem(response, 413).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn malformed_json_is_400_malformed_body() {
     let app = TestApp::spawn().await;
     for body in [
@@ -191,14 +191,14 @@ async fn malformed_json_is_400_malformed_body() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_empty_body_is_400() {
     let app = TestApp::spawn().await;
     let body = problem(post_raw(&app, Some("application/json"), "").await, 400).await;
     assert_eq!(body["type"], "urn:airq:problem:malformed-body");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn checks_run_in_the_documented_order() {
     let app = TestApp::spawn().await;
     // Credentials come before everything else.
@@ -262,7 +262,7 @@ async fn checks_run_in_the_documented_order() {
     problem(response, 404).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn health_and_readiness_answer() {
     let app = TestApp::spawn().await;
     let health = app
@@ -282,7 +282,7 @@ async fn health_and_readiness_answer() {
     assert_eq!(ready.json::<Value>().await.unwrap()["status"], "ready");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_malformed_body_is_described_without_parser_internals() {
     let app = TestApp::spawn().await;
     for body in [
@@ -311,7 +311,7 @@ async fn a_malformed_body_is_described_without_parser_internals() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_escaped_surrogate_without_its_other_half_is_400_not_a_character_never_sent() {
     let app = TestApp::spawn().await;
     let body = r#"{"name":"a\ud800b"}"#;
@@ -323,7 +323,7 @@ async fn an_escaped_surrogate_without_its_other_half_is_400_not_a_character_neve
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_that_is_not_utf8_is_400_naming_where_it_stops_being_utf8() {
     let app = TestApp::spawn().await;
     let body = b"{\"name\":\"caf\xe9 and more\"}".to_vec();

@@ -90,7 +90,7 @@ fn five_readings(dir: &Path) -> PathBuf {
     path
 }
 
-#[test]
+#[airq_test::test]
 fn the_gateways_unit_tests_pass() {
     let output = python(&["-m", "unittest", "test_airq_gateway"], &[]);
     assert!(
@@ -100,7 +100,7 @@ fn the_gateways_unit_tests_pass() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn a_dry_run_prints_the_batches_it_would_send() {
     let dir = tempfile::tempdir().expect("temporary dir");
     let csv = five_readings(dir.path());
@@ -138,7 +138,7 @@ fn a_dry_run_prints_the_batches_it_would_send() {
         .all(|reading| reading["measured_at"].is_string()));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_gateway_stores_a_csv_once_however_often_it_runs() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "gateway").await;
@@ -170,7 +170,7 @@ async fn the_gateway_stores_a_csv_once_however_often_it_runs() {
     assert_close(&snapshot["pm2_5"], 30.0, "mean pm2_5");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_refused_batch_stops_the_gateway_naming_the_line() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "gateway").await;

@@ -150,7 +150,7 @@ fn ms(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn csv_has_the_header_and_one_line_per_reading_oldest_first() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -211,7 +211,7 @@ async fn csv_has_the_header_and_one_line_per_reading_oldest_first() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn json_and_ndjson_rows_are_flat_objects_with_the_csv_columns() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -279,7 +279,7 @@ async fn json_and_ndjson_rows_are_flat_objects_with_the_csv_columns() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn start_is_included_and_end_is_not() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -330,7 +330,7 @@ async fn start_is_included_and_end_is_not() {
     assert_eq!(rows.len(), 3, "{query}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_empty_range_is_an_empty_export_in_every_format() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -370,7 +370,7 @@ async fn an_empty_range_is_an_empty_export_in_every_format() {
     assert!(rows.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_range_is_checked_and_each_fault_names_its_parameter() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -438,7 +438,7 @@ async fn the_range_is_checked_and_each_fault_names_its_parameter() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_route_needs_the_owner() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -462,7 +462,7 @@ async fn the_owner_route_needs_the_owner() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_private_device_is_404_on_the_public_route_like_an_unknown_one() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -480,7 +480,7 @@ async fn a_private_device_is_404_on_the_public_route_like_an_unknown_one() {
     assert_eq!(details[0], details[1]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_public_route_shows_the_location_only_when_it_is_public() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -525,7 +525,7 @@ async fn the_public_route_shows_the_location_only_when_it_is_public() {
     assert!(rows[1]["lat"].is_null(), "a reading without a location");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_exports_keep_cors_and_say_vary_accept() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -555,7 +555,7 @@ async fn public_exports_keep_cors_and_say_vary_accept() {
     assert_eq!(header(&preflight, "access-control-allow-origin"), Some("*"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_export_is_a_download_named_after_device_range_and_format() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -592,7 +592,7 @@ async fn every_export_is_a_download_named_after_device_range_and_format() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_replaced_reading_is_exported_once_with_its_later_values() {
     let app = TestApp::spawn().await;
     app.clock.set(now());
@@ -631,7 +631,7 @@ async fn upload_batch(app: &TestApp, device: &Value, readings: &[Value]) {
     assert_eq!(response.status(), 201, "batch stored");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_long_export_comes_whole_in_order_across_pages() {
     let app = TestApp::spawn().await;
     app.clock.set(now());

@@ -87,7 +87,7 @@ async fn closed_by_server(stream: &mut TcpStream) -> bool {
     matches!(read, Ok(Ok(_)) | Ok(Err(_)))
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_export_whose_client_stops_reading_is_closed_after_the_write_timeout_and_counted() {
     let app = TestApp::spawn_with(|c| {
         c.connections.write_timeout = Duration::from_secs(1);
@@ -122,7 +122,7 @@ async fn an_export_whose_client_stops_reading_is_closed_after_the_write_timeout_
     assert_eq!(rows_of(again).await, 60_000);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn exports_past_the_clients_share_are_429_and_past_the_servers_bound_503() {
     // The test server's peer is 127.0.0.1, standing for a trusted proxy; clients are told
     // apart by X-Forwarded-For.

@@ -23,7 +23,7 @@ fn refused_on(data_dir: &Path, reason: &str) {
     refused_serve(&["--data-dir", path], reason);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_new_data_dir_and_its_log_are_stamped_with_the_current_format() {
     let data_dir = written_data_dir().await;
     let stamped = |path: &str| std::fs::read_to_string(data_dir.path().join(path)).ok();
@@ -34,7 +34,7 @@ async fn a_new_data_dir_and_its_log_are_stamped_with_the_current_format() {
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_data_dir_from_a_newer_airq_is_refused_and_left_as_it_was() {
     let data_dir = written_data_dir().await;
     let version = data_dir.path().join("airq-format");
@@ -48,28 +48,28 @@ async fn a_data_dir_from_a_newer_airq_is_refused_and_left_as_it_was() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_ingestion_log_from_a_newer_airq_is_refused() {
     let data_dir = written_data_dir().await;
     std::fs::write(data_dir.path().join("ingest/FORMAT"), "2\n").expect("a newer format");
     refused_on(data_dir.path(), "written by a newer airq");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_version_that_names_no_format_is_refused() {
     let data_dir = written_data_dir().await;
     std::fs::write(data_dir.path().join("airq-format"), "one\n").expect("garbage");
     refused_on(data_dir.path(), "does not name a format this airq knows");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_data_dir_with_data_but_no_version_is_refused_as_pre_release() {
     let data_dir = written_data_dir().await;
     std::fs::remove_file(data_dir.path().join("airq-format")).expect("version removed");
     refused_on(data_dir.path(), "pre-release");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_database_with_a_newer_schema_is_refused() {
     let data_dir = written_data_dir().await;
     let db = rusqlite::Connection::open(data_dir.path().join("airq.db")).expect("airq.db");
@@ -79,7 +79,7 @@ async fn a_database_with_a_newer_schema_is_refused() {
     refused_on(data_dir.path(), "written by a newer airq");
 }
 
-#[test]
+#[airq_test::test]
 fn airq_version_names_the_version_of_the_package() {
     let output = airq(Path::new("."), &["--version"])
         .output()
@@ -91,7 +91,7 @@ fn airq_version_names_the_version_of_the_package() {
     );
 }
 
-#[test]
+#[airq_test::test]
 fn the_changelog_has_a_section_for_the_packages_version() {
     let changelog =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("CHANGELOG.md"))

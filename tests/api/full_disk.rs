@@ -118,7 +118,7 @@ async fn refused_batches(
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_full_disk_refuses_uploads_and_once_space_is_free_they_are_stored_again() {
     let Some(disk) = SmallFilesystem::mount() else {
         return;
@@ -157,7 +157,7 @@ async fn a_full_disk_refuses_uploads_and_once_space_is_free_they_are_stored_agai
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_stop_signal_stops_the_server_while_the_disk_is_full() {
     let Some(disk) = SmallFilesystem::mount() else {
         return;

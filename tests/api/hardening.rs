@@ -113,7 +113,7 @@ fn registration_head(token: &str) -> String {
 // Slow bodies
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_that_stalls_is_cut_off_with_408() {
     let deadline = Duration::from_millis(300);
     let app = TestApp::spawn_with(|c| c.body_timeout = deadline).await;
@@ -155,7 +155,7 @@ async fn a_body_that_stalls_is_cut_off_with_408() {
     assert!(matches!(read, Ok(0) | Err(_)), "closed: {read:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_sent_in_time_is_not_affected_by_the_deadline() {
     let app = TestApp::spawn_with(|c| c.body_timeout = Duration::from_millis(300)).await;
     let device = app.register_named("alice", "on time").await;
@@ -205,7 +205,7 @@ async fn closed_by_server(stream: &mut TcpStream) -> bool {
     )
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn shutdown_ends_within_its_bound_while_clients_hold_connections_open() {
     let mut app = TestApp::spawn_with(|c| {
         c.connections.shutdown_timeout = Duration::from_millis(500);
@@ -251,7 +251,7 @@ async fn healthz_with(app: &TestApp, extra: &str) -> RawResponse {
         .expect("answered before the guard")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_header_block_over_16_kib_is_431_with_an_empty_body() {
     let app = TestApp::spawn().await;
     let response = healthz_with(&app, &format!("X-Filler: {}\r\n", "a".repeat(17 * 1024))).await;
@@ -259,7 +259,7 @@ async fn a_header_block_over_16_kib_is_431_with_an_empty_body() {
     assert!(response.body.is_empty(), "hyper's own answer has no body");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn more_than_100_header_fields_are_431() {
     let app = TestApp::spawn().await;
     let extra: String = (0..120).map(|n| format!("X-Field-{n}: {n}\r\n")).collect();
@@ -267,7 +267,7 @@ async fn more_than_100_header_fields_are_431() {
     assert_eq!(response.status, 431);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_large_header_block_under_the_cap_is_served() {
     let app = TestApp::spawn().await;
     let extra: String = (0..90)
@@ -282,7 +282,7 @@ async fn a_large_header_block_under_the_cap_is_served() {
 // A cap on open connections
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[airq_test::test]
 async fn past_the_connection_cap_a_request_waits_until_a_connection_closes() {
     let app = TestApp::spawn_with(|c| c.connections.max_open = 2).await;
     let first = idle_keep_alive(&app).await;
@@ -367,28 +367,28 @@ async fn status_with(app: &TestApp, token: &str) -> u16 {
     status
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_expired_45_s_ago_is_401_with_the_default_leeway() {
     let app = TestApp::spawn().await;
     let token = local_token(&app, &local_claims(-45, None));
     assert_eq!(status_with(&app, &token).await, 401);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_expired_within_the_leeway_is_accepted() {
     let app = TestApp::spawn().await;
     let token = local_token(&app, &local_claims(-10, None));
     assert_eq!(status_with(&app, &token).await, 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_not_valid_for_another_2_minutes_is_401() {
     let app = TestApp::spawn().await;
     let token = local_token(&app, &local_claims(3600, Some(120)));
     assert_eq!(status_with(&app, &token).await, 401);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_token_valid_from_within_the_leeway_is_accepted() {
     let app = TestApp::spawn().await;
     for nbf_in in [-60, 0, 10] {
@@ -397,7 +397,7 @@ async fn a_token_valid_from_within_the_leeway_is_accepted() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_leeway_is_configurable() {
     let strict = TestApp::spawn_with(|c| c.auth_leeway = Duration::ZERO).await;
     let token = local_token(&strict, &local_claims(-5, None));
@@ -410,7 +410,7 @@ async fn the_leeway_is_configurable() {
     assert_eq!(status_with(&lenient, &token).await, 200, "three minutes");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn tokens_of_a_shared_secret_identity_provider_get_the_same_time_checks() {
     const SECRET: &[u8] = b"a shared secret of the identity provider, 32+ bytes";
     let app = TestApp::spawn_with(|c| {
@@ -443,7 +443,7 @@ async fn tokens_of_a_shared_secret_identity_provider_get_the_same_time_checks() 
 // Over-long request targets and broken framing
 // ---------------------------------------------------------------------------------------------
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_path_and_query_over_8_kib_is_a_414_problem() {
     let app = TestApp::spawn().await;
     let target = format!("/public/map/devices?pad={}", "a".repeat(8 * 1024));
@@ -465,7 +465,7 @@ async fn a_path_and_query_over_8_kib_is_a_414_problem() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_path_and_query_of_exactly_8_kib_is_served() {
     let app = TestApp::spawn().await;
     let prefix = "/api/v1/openapi.json?pad=";
@@ -480,7 +480,7 @@ async fn a_path_and_query_of_exactly_8_kib_is_served() {
     assert_eq!(response.status(), 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_over_long_path_is_414_before_credentials_are_looked_at() {
     let app = TestApp::spawn().await;
     let response = app
@@ -492,7 +492,7 @@ async fn an_over_long_path_is_414_before_credentials_are_looked_at() {
     problem(response, 414).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn pages_badges_and_preflights_answer_an_over_long_target_with_a_414_problem() {
     let app = TestApp::spawn().await;
     let device = app
@@ -547,7 +547,7 @@ async fn raw_exchange(app: &TestApp, head: &str) -> (RawResponse, bool) {
     (response, closed)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_negative_content_length_is_400_and_the_connection_closed() {
     let app = TestApp::spawn().await;
     let (response, closed) = raw_exchange(
@@ -560,7 +560,7 @@ async fn a_negative_content_length_is_400_and_the_connection_closed() {
     assert!(closed, "the connection is closed after broken framing");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn conflicting_content_lengths_are_400_and_the_connection_closed() {
     let app = TestApp::spawn().await;
     let (response, closed) = raw_exchange(
@@ -573,7 +573,7 @@ async fn conflicting_content_lengths_are_400_and_the_connection_closed() {
     assert!(closed, "the connection is closed after broken framing");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_http_11_request_without_exactly_one_valid_host_is_a_400_problem() {
     let app = TestApp::spawn().await;
     for host in ["", "Host: a\r\nHost: b\r\n", "Host: a b\r\n"] {
@@ -593,7 +593,7 @@ async fn an_http_11_request_without_exactly_one_valid_host_is_a_400_problem() {
     assert_eq!(response.status, 200, "HTTP/1.0 may leave Host out");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_transfer_coding_other_than_chunked_is_a_client_400_and_the_connection_closed() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "balcony").await;
@@ -655,7 +655,7 @@ fn sample_with_members(extra: &str) -> String {
 
 const HUGE_UNKNOWN: &str = r#""firmware": {"uptime_ns": 123456789012345678901234567890, "drift": -1e400, "gain": 2.5e999}, "big": -10000000000000000000"#;
 
-#[tokio::test]
+#[airq_test::test]
 async fn numbers_beyond_f64_and_u64_in_unknown_fields_are_ignored() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "odd firmware").await;
@@ -669,7 +669,7 @@ async fn numbers_beyond_f64_and_u64_in_unknown_fields_are_ignored() {
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn numbers_beyond_f64_and_u64_in_known_fields_are_422_bound_errors_naming_the_field() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "odd firmware").await;
@@ -699,7 +699,7 @@ async fn numbers_beyond_f64_and_u64_in_known_fields_are_422_bound_errors_naming_
     assert!(app.stored_ids().await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_nested_deeper_than_128_levels_is_400_and_the_server_keeps_serving() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "deep").await;

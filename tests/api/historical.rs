@@ -47,7 +47,7 @@ fn device_path(device: &Value, query: &str) -> String {
     )
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn daily_in_utc_is_the_last_24_hours_by_hour() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -112,7 +112,7 @@ async fn daily_in_utc_is_the_last_24_hours_by_hour() {
     assert_eq!(explicit["data"], json!(points));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn bucket_metrics_are_sample_weighted_means() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -165,7 +165,7 @@ async fn alice_points(app: &TestApp, path: &str, timeline: &str) -> Vec<Value> {
     fetch_points(app, "alice", path, timeline).await
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn weekly_is_seven_days_named_by_weekday() {
     let app = TestApp::spawn().await;
     // Saturday.
@@ -191,7 +191,7 @@ async fn weekly_is_seven_days_named_by_weekday() {
     assert_eq!(aqis(&points), [1, 2, 3, 4]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn monthly_is_thirty_days_labelled_month_and_day() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -216,7 +216,7 @@ async fn monthly_is_thirty_days_labelled_month_and_day() {
     assert_eq!(aqis(&points), [1, 2, 3, 4]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn yearly_is_twelve_months_ending_with_the_current_one() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -242,7 +242,7 @@ async fn yearly_is_twelve_months_ending_with_the_current_one() {
     assert_eq!(aqis(&points), [2, 5, 8]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn berlin_daily_over_the_fall_back_night_shows_two_two_oclock_hours() {
     let app = TestApp::spawn().await;
     // 2026-10-25: 03:00 CEST becomes 02:00 CET at 01:00 UTC. Now is 06:30 CET.
@@ -286,7 +286,7 @@ async fn berlin_daily_over_the_fall_back_night_shows_two_two_oclock_hours() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn berlin_daily_over_the_spring_forward_night_skips_two_oclock() {
     let app = TestApp::spawn().await;
     // 2026-03-29: 02:00 CET becomes 03:00 CEST at 01:00 UTC. Now is 08:30 CEST.
@@ -325,7 +325,7 @@ async fn berlin_daily_over_the_spring_forward_night_skips_two_oclock() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn berlin_days_of_25_hours_keep_their_late_evening() {
     let app = TestApp::spawn().await;
     // Tuesday 2026-10-27; Sunday the 25th lasts 25 hours in Berlin.
@@ -363,7 +363,7 @@ async fn berlin_days_of_25_hours_keep_their_late_evening() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn berlin_days_of_23_hours_end_at_local_midnight() {
     let app = TestApp::spawn().await;
     // Tuesday 2026-03-31; Sunday the 29th lasts 23 hours in Berlin.
@@ -394,7 +394,7 @@ async fn berlin_days_of_23_hours_end_at_local_midnight() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn kolkata_hours_start_at_half_past_utc() {
     let app = TestApp::spawn().await;
     // 15:50 IST.
@@ -417,7 +417,7 @@ async fn kolkata_hours_start_at_half_past_utc() {
     assert_eq!(aqis(&points), [1, 3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn kathmandu_hours_start_at_a_quarter_past_utc() {
     let app = TestApp::spawn().await;
     // 16:05 NPT.
@@ -439,7 +439,7 @@ async fn kathmandu_hours_start_at_a_quarter_past_utc() {
     assert_eq!(aqis(&points), [1, 2]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn days_in_kolkata_and_kathmandu_start_at_local_midnight() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T10:20:00Z"));
@@ -477,7 +477,7 @@ async fn days_in_kolkata_and_kathmandu_start_at_local_midnight() {
     assert_eq!(aqis(&points), [1, 3]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_owner_timeline_pools_devices_and_never_shows_another_owner() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -512,7 +512,7 @@ async fn the_owner_timeline_pools_devices_and_never_shows_another_owner() {
     assert_eq!(aqis(&points), [1000, 1000]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_owner_without_data_gets_an_empty_timeline() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -534,7 +534,7 @@ async fn an_owner_without_data_gets_an_empty_timeline() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_missing_or_unknown_timeline_is_422() {
     let app = TestApp::spawn().await;
     for (path, errors) in [
@@ -574,7 +574,7 @@ async fn a_missing_or_unknown_timeline_is_422() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_timeline_lists_path_and_query_errors_together() {
     let app = TestApp::spawn().await;
     let body = problem(
@@ -611,7 +611,7 @@ async fn the_device_timeline_lists_path_and_query_errors_together() {
     assert_eq!(field_errors(&body), [fe("tz", "format", "query")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_owners_device_is_404_like_an_unknown_one() {
     let app = TestApp::spawn().await;
     app.clock.set(at("2026-11-21T14:25:00Z"));
@@ -639,7 +639,7 @@ async fn another_owners_device_is_404_like_an_unknown_one() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_timeline_routes_need_an_owner_token() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Kitchen").await;

@@ -98,7 +98,7 @@ async fn list_devices(app: &TestApp, token: &str) -> reqwest::Response {
         .expect("request")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_issuer_alone_discovers_its_jwks_and_its_tokens_are_accepted() {
     let (_provider, issuer) = provider(|issuer, base| {
         json!({ "issuer": issuer, "jwks_uri": format!("{base}{KEYS}"), "response_types_supported": ["code"] })
@@ -112,7 +112,7 @@ async fn an_issuer_alone_discovers_its_jwks_and_its_tokens_are_accepted() {
     app.stop().await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_configuration_naming_another_issuer_stops_the_start() {
     let (_provider, issuer) = provider(|_, base| {
         json!({ "issuer": "https://impostor.example", "jwks_uri": format!("{base}{KEYS}") })
@@ -127,7 +127,7 @@ async fn a_configuration_naming_another_issuer_stops_the_start() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_configuration_without_jwks_uri_stops_the_start() {
     let (_provider, issuer) = provider(|issuer, _| json!({ "issuer": issuer })).await;
     let failure = start_failure(discover(&issuer)).await;
@@ -137,7 +137,7 @@ async fn a_configuration_without_jwks_uri_stops_the_start() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_issuer_unreachable_at_start_does_not_stop_it_and_owner_routes_answer_503() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let issuer = format!("http://{}{REALM}", closed.local_addr().expect("address"));
@@ -181,7 +181,7 @@ async fn https_jwks(ca: &TestCa) -> (IdpServer, String) {
     (server, url)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_jwks_over_https_from_the_configured_ca_is_trusted() {
     let ca = TestCa::new("private IdP CA");
     let (_server, url) = https_jwks(&ca).await;
@@ -195,7 +195,7 @@ async fn a_jwks_over_https_from_the_configured_ca_is_trusted() {
     app.stop().await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_jwks_over_https_from_a_ca_neither_public_nor_configured_is_not_trusted() {
     let ca = TestCa::new("private IdP CA");
     let (_server, url) = https_jwks(&ca).await;
@@ -211,7 +211,7 @@ async fn a_jwks_over_https_from_a_ca_neither_public_nor_configured_is_not_truste
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unreadable_ca_file_stops_the_start() {
     let failure = start_failure(jwks_at(
         "https://idp.test/keys".to_owned(),

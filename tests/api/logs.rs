@@ -31,7 +31,7 @@ fn request(address: &str, target: &str, headers: &[(&str, &str)]) -> u16 {
         .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
 }
 
-#[test]
+#[airq_test::test]
 fn the_start_log_names_the_url_the_version_the_data_dir_and_how_to_mint_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, address) = serve(dir.path(), |command| {
@@ -53,7 +53,7 @@ fn the_start_log_names_the_url_the_version_the_data_dir_and_how_to_mint_a_token(
     );
 }
 
-#[test]
+#[airq_test::test]
 fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
     let dir = tempfile::tempdir().unwrap();
     let token = token(dir.path(), DATA_DIR, "alice");
@@ -102,7 +102,7 @@ fn json_logs_are_one_object_a_line_and_the_access_line_keeps_secrets_out() {
     assert!(access.get("device").is_none(), "{access}");
 }
 
-#[test]
+#[airq_test::test]
 fn text_logs_without_a_terminal_have_no_colour_codes() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, address) = serve(dir.path(), |_| ());
@@ -129,7 +129,7 @@ fn text_logs_without_a_terminal_have_no_colour_codes() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn access_lines_of_requests_answered_before_a_graceful_stop_reach_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let (server, address) = serve(dir.path(), |_| ());
@@ -147,7 +147,7 @@ fn access_lines_of_requests_answered_before_a_graceful_stop_reach_stderr() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn a_rust_log_that_does_not_parse_is_reported_and_info_is_used() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _) = serve(dir.path(), |command| {

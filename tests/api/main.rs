@@ -1,5 +1,6 @@
 //! The black-box suite: the real server over real HTTP, on the embedded pair (SQLite for
-//! devices and readings). `tests/api_postgres` runs the same modules on PostgreSQL.
+//! devices and readings), on libtest. `tests/api_postgres` and `tests/api_questdb*` run the
+//! same modules on the other pairs. Every test is `#[airq_test::test]` (`tests/airq-test`).
 
 mod backend {
     pub const PAIR: crate::common::Pair = crate::common::Pair::Embedded;
@@ -11,6 +12,11 @@ mod common;
 mod idp_server;
 #[path = "../support/test_ca.rs"]
 mod test_ca;
+// The standard harness runs this binary's tests; `#[airq_test::test]` registers each in the pairs'
+// harness too, which is compiled here for that and left unused.
+#[allow(dead_code)]
+#[path = "../support/trials.rs"]
+mod trials;
 
 mod auth;
 mod backup;

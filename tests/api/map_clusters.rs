@@ -47,7 +47,7 @@ const BOXES: [Option<&str>; 5] = [
     Some("100,50,120,60"),
 ];
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_counts_add_up_to_the_map_feeds_devices_in_the_box_at_every_zoom() {
     let app = TestApp::spawn().await;
     fleet(&app).await;
@@ -109,7 +109,7 @@ fn inside(bbox: &str, (lon, lat): (f64, f64)) -> bool {
     lon_inside && v[1] <= lat && lat <= v[3]
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn from_zoom_16_every_device_is_its_own_feature_with_the_feeds_fields() {
     let app = TestApp::spawn().await;
     fleet(&app).await;
@@ -163,7 +163,7 @@ async fn from_zoom_16_every_device_is_its_own_feature_with_the_feeds_fields() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_clusters_max_median_offline_and_point_are_its_devices() {
     let app = TestApp::spawn().await;
     // Two devices report, then nothing from them for 21 minutes: offline; three report now.
@@ -216,7 +216,7 @@ async fn a_clusters_max_median_offline_and_point_are_its_devices() {
 /// A path and the field errors (name, code, location) its 422 lists.
 type Refusal = (String, Vec<(&'static str, &'static str, &'static str)>);
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bad_zoom_or_bbox_is_422_in_query_naming_it() {
     let app = TestApp::spawn().await;
     placed_with_aqi(&app, "somewhere", 40, 1.0, 1.0).await;
@@ -289,7 +289,7 @@ async fn a_bad_zoom_or_bbox_is_422_in_query_naming_it() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_variant_has_its_own_etag_answers_304_to_it_and_keeps_cors() {
     let app = app_with_a_long_map_cache().await;
     fleet(&app).await;
@@ -363,7 +363,7 @@ async fn every_variant_has_its_own_etag_answers_304_to_it_and_keeps_cors() {
     assert_eq!(preflight.status(), 204);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_gzip_copy_is_the_same_document() {
     let app = TestApp::spawn().await;
     fleet(&app).await;
@@ -374,7 +374,7 @@ async fn the_gzip_copy_is_the_same_document() {
     assert_eq!(gunzipped_json(gzipped).await, plain);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_made_private_hidden_or_deleted_leaves_every_zoom_at_once() {
     let app = app_with_a_long_map_cache().await;
     let mut ids = Vec::new();
@@ -430,7 +430,7 @@ async fn a_device_made_private_hidden_or_deleted_leaves_every_zoom_at_once() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bbox_across_the_antimeridian_clusters_both_sides() {
     let app = TestApp::spawn().await;
     for (name, lat, lon) in [

@@ -78,7 +78,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|name| (*name).to_owned()).collect()
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bbox_keeps_the_entries_inside_edges_included() {
     let app = TestApp::spawn().await;
     placed(&app, "inside", 5.0, 10.0).await;
@@ -125,7 +125,7 @@ async fn a_bbox_keeps_the_entries_inside_edges_included() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bbox_with_min_lon_above_max_lon_crosses_the_antimeridian() {
     let app = TestApp::spawn().await;
     placed(&app, "east of the line", 1.0, 175.0).await;
@@ -151,7 +151,7 @@ async fn a_bbox_with_min_lon_above_max_lon_crosses_the_antimeridian() {
     assert_eq!(feature_names(&app, &path).await, across);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_invalid_bbox_is_422_in_query_with_its_code() {
     let app = TestApp::spawn().await;
     placed(&app, "somewhere", 1.0, 1.0).await;
@@ -188,7 +188,7 @@ async fn an_invalid_bbox_is_422_in_query_with_its_code() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn accept_geo_json_gets_a_feature_collection_of_points() {
     let app = TestApp::spawn().await;
     let device = app
@@ -293,7 +293,7 @@ fn variants() -> Vec<(String, Vec<(&'static str, &'static str)>)> {
     variants
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_variant_has_its_own_etag_and_answers_304_to_it() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_secs(3600)).await;
     placed(&app, "Paris", 48.85, 2.35).await;
@@ -356,7 +356,7 @@ async fn every_variant_has_its_own_etag_and_answers_304_to_it() {
     assert_eq!(header(&response, "content-type"), Some(GEO_JSON));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_gzip_copy_of_the_geo_json_map_is_the_same_document() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_secs(3600)).await;
     placed(&app, "Paris", 48.85, 2.35).await;
@@ -375,7 +375,7 @@ async fn the_gzip_copy_of_the_geo_json_map_is_the_same_document() {
     assert_eq!(gunzipped_json(gzipped).await, plain);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_variant_is_cut_from_the_same_cached_entries() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_secs(3600)).await;
     placed(&app, "first", 48.85, 2.35).await;
@@ -390,7 +390,7 @@ async fn every_variant_is_cut_from_the_same_cached_entries() {
     assert_eq!(feature_names(&app, &boxed).await, set(&["first"]));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_variant_shows_new_entries_once_the_ttl_has_run_out() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_millis(200)).await;
     placed(&app, "first", 48.85, 2.35).await;

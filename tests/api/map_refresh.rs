@@ -85,7 +85,7 @@ async fn until_folded(app: &TestApp, rows: i64) {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_that_moves_is_shown_where_it_is_now_after_the_next_period() {
     let app = app(false).await;
     let mover = public_device(&app, "mover").await;
@@ -108,7 +108,7 @@ async fn a_device_that_moves_is_shown_where_it_is_now_after_the_next_period() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_move_the_fold_has_reached_is_shown_after_the_next_period() {
     let app = app(true).await;
     let mover = public_device(&app, "mover").await;
@@ -126,7 +126,7 @@ async fn a_move_the_fold_has_reached_is_shown_after_the_next_period() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_replaced_located_reading_is_shown_after_the_next_period() {
     let app = app(false).await;
     app.clock.set(start());
@@ -152,7 +152,7 @@ async fn a_replaced_located_reading_is_shown_after_the_next_period() {
     assert_eq!(replaced["aqi"], 80);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_that_falls_silent_turns_offline_after_the_next_period_without_a_reading() {
     let app = app(false).await;
     app.clock.set(start());
@@ -167,7 +167,7 @@ async fn a_device_that_falls_silent_turns_offline_after_the_next_period_without_
     assert_eq!(offline["status"], "offline", "nothing since for 30 minutes");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_registered_after_the_first_period_joins_the_map() {
     let app = app(false).await;
     let first = public_device(&app, "first").await;

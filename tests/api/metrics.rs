@@ -165,7 +165,7 @@ fn count(histogram: &HistogramValue) -> u64 {
     histogram.count.expect("a count")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_scrape_is_openmetrics_with_every_documented_family() {
     let app = TestApp::spawn().await;
     // A family with labels has series once something was measured: one request.
@@ -222,7 +222,7 @@ async fn the_scrape_is_openmetrics_with_every_documented_family() {
     assert_eq!(scrape.counter("airq_http_write_stalls", &[]), 0.0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_scraper_that_asks_for_text_plain_gets_the_classic_prometheus_format() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "balcony").await;
@@ -281,7 +281,7 @@ async fn a_scraper_that_asks_for_text_plain_gets_the_classic_prometheus_format()
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn request_durations_are_counted_by_route_template_method_and_status_class() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;
@@ -334,7 +334,7 @@ async fn request_durations_are_counted_by_route_template_method_and_status_class
     assert!(scrape.counter("airq_http_responses", &[("class", "4xx")]) >= 2.0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn committed_batches_are_counted_with_their_size_and_commit_time() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;
@@ -362,7 +362,7 @@ async fn committed_batches_are_counted_with_their_size_and_commit_time() {
     assert_eq!(scrape.gauge("airq_writer_queued_readings"), 0.0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_fold_backlog_counts_readings_not_folded_yet() {
     // Folding only after an hour or 1,000,000 rows: whatever is uploaded stays unfolded.
     let app = TestApp::spawn_with(|config| {
@@ -386,7 +386,7 @@ async fn the_fold_backlog_counts_readings_not_folded_yet() {
     assert_eq!(after.gauge("airq_fold_backlog_rows"), 7.0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn cache_lookups_count_hits_and_misses() {
     let app = TestApp::spawn_with(|config| {
         config.map_cache_ttl = std::time::Duration::from_secs(3600);
@@ -420,7 +420,7 @@ async fn cache_lookups_count_hits_and_misses() {
     assert_eq!(lookups("map_variants", "hit"), 1.0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn process_metrics_describe_the_serving_process() {
     if !cfg!(target_os = "linux") {
         println!("skipped: process metrics are read from /proc/self, which only Linux has");
@@ -446,7 +446,7 @@ async fn process_metrics_describe_the_serving_process() {
     assert!(started > 1.6e9 && started <= now + 1.0, "{started}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn build_info_names_the_version_and_commit() {
     let app = TestApp::spawn().await;
     let scrape = Scrape::of(&app).await;
@@ -497,7 +497,7 @@ fn queries(value: &Value, found: &mut Vec<String>) {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_grafana_dashboard_queries_only_metrics_the_server_exports() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;

@@ -118,7 +118,7 @@ fn url_of(app: &TestApp, doc: &Value, path: &str) -> String {
     )
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_openapi_document_is_served_as_openapi_3_1() {
     let app = TestApp::spawn().await;
     let response = app
@@ -159,7 +159,7 @@ async fn the_openapi_document_is_served_as_openapi_3_1() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_reference_in_the_openapi_document_resolves() {
     let app = TestApp::spawn().await;
     let doc = document(&app).await;
@@ -177,7 +177,7 @@ async fn every_reference_in_the_openapi_document_resolves() {
     assert!(broken.is_empty(), "unresolved references: {broken:#?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_route_of_the_server_is_documented_and_every_documented_route_exists() {
     let app = TestApp::spawn().await;
     let doc = document(&app).await;
@@ -240,7 +240,7 @@ async fn every_route_of_the_server_is_documented_and_every_documented_route_exis
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_operation_documents_its_problem_responses() {
     let app = TestApp::spawn().await;
     let doc = document(&app).await;
@@ -309,7 +309,7 @@ const PREFLIGHT_HEADERS: &[&str] = &[
     "Access-Control-Max-Age",
 ];
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_answer_of_a_public_route_documents_its_cors_headers() {
     let app = TestApp::spawn().await;
     let doc = document(&app).await;
@@ -383,7 +383,7 @@ async fn every_answer_of_a_public_route_documents_its_cors_headers() {
     assert_eq!(headers["Access-Control-Max-Age"]["schema"]["const"], 86400);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_documented_upload_bounds_are_the_servers() {
     use airq::domain::reading::{MAX_AQI, MAX_PM, MAX_TEMPERATURE};
 

@@ -105,7 +105,7 @@ async fn unpaged(app: &TestApp, owner: &str) -> Vec<String> {
     ids(&app.data_as(owner, "/devices").await)
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn following_next_visits_every_device_once_in_the_order_of_the_whole_list() {
     let app = TestApp::spawn().await;
     register_many(&app, "alice", 7).await;
@@ -117,7 +117,7 @@ async fn following_next_visits_every_device_once_in_the_order_of_the_whole_list(
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_last_page_has_no_link() {
     let app = TestApp::spawn().await;
     let registered = register_many(&app, "alice", 4).await;
@@ -136,7 +136,7 @@ async fn the_last_page_has_no_link() {
     assert_eq!(nothing.next, None);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn without_limit_every_device_comes_at_once_without_a_link() {
     let app = TestApp::spawn().await;
     let registered = register_many(&app, "alice", 5).await;
@@ -147,7 +147,7 @@ async fn without_limit_every_device_comes_at_once_without_a_link() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_bad_limit_is_refused_naming_limit_in_the_query() {
     let app = TestApp::spawn().await;
     register_many(&app, "alice", 2).await;
@@ -170,7 +170,7 @@ async fn a_bad_limit_is_refused_naming_limit_in_the_query() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_damaged_or_edited_cursor_is_refused_naming_cursor_in_the_query() {
     let app = TestApp::spawn().await;
     register_many(&app, "alice", 3).await;
@@ -213,7 +213,7 @@ async fn a_damaged_or_edited_cursor_is_refused_naming_cursor_in_the_query() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_cursor_without_limit_is_refused_naming_limit() {
     let app = TestApp::spawn().await;
     register_many(&app, "alice", 3).await;
@@ -226,7 +226,7 @@ async fn a_cursor_without_limit_is_refused_naming_limit() {
     assert_eq!(field_errors(&body), [fe("limit", "required", "query")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn devices_added_or_deleted_between_pages_never_appear_twice_and_every_other_is_visited() {
     let app = TestApp::spawn().await;
     let registered = register_many(&app, "alice", 8).await;
@@ -263,7 +263,7 @@ async fn devices_added_or_deleted_between_pages_never_appear_twice_and_every_oth
     assert!(visited.contains(&added), "added after the cursor: reached");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_owners_cursor_never_reveals_their_devices() {
     let app = TestApp::spawn().await;
     // Interleaved in time, so that alice's cursor falls between bob's devices.

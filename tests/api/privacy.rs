@@ -49,7 +49,7 @@ async fn patch(app: &TestApp, id: &str, body: Value) {
     assert_eq!(response.status(), 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_made_private_leaves_the_cached_map_at_once() {
     let app = app_with_a_long_map_cache().await;
     let (_, id) = mapped_device(&app).await;
@@ -57,7 +57,7 @@ async fn a_device_made_private_leaves_the_cached_map_at_once() {
     assert!(on_the_map(&app).await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_hidden_location_leaves_the_cached_map_at_once() {
     let app = app_with_a_long_map_cache().await;
     let (_, id) = mapped_device(&app).await;
@@ -65,7 +65,7 @@ async fn a_hidden_location_leaves_the_cached_map_at_once() {
     assert!(on_the_map(&app).await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_deleted_device_leaves_the_cached_map_at_once() {
     let app = app_with_a_long_map_cache().await;
     let (_, id) = mapped_device(&app).await;
@@ -78,7 +78,7 @@ async fn a_deleted_device_leaves_the_cached_map_at_once() {
     assert!(on_the_map(&app).await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_rename_shows_on_the_cached_map_at_once() {
     let app = app_with_a_long_map_cache().await;
     let (_, id) = mapped_device(&app).await;

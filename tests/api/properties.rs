@@ -176,14 +176,14 @@ impl Uploads {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn any_upload_body_is_stored_or_refused_with_a_4xx_problem() {
     let app = TestApp::spawn().await;
     let uploads = Uploads::new(&app, "/data").await;
     holds(|| body_text(edited_reading), move |body| uploads.post(body)).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn any_batch_body_is_stored_or_refused_with_a_4xx_problem() {
     let app = TestApp::spawn().await;
     let uploads = Uploads::new(&app, "/data/batch").await;
@@ -244,7 +244,7 @@ fn query() -> impl Strategy<Value = String> {
     ]
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn any_query_of_a_route_that_reads_its_query_is_answered_or_refused_with_a_4xx_problem() {
     let app = TestApp::spawn().await;
     let device = app
@@ -285,7 +285,7 @@ fn header_value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn any_credential_headers_are_accepted_or_refused_with_a_4xx_problem() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "guarded").await;

@@ -161,7 +161,7 @@ async fn assert_same_404(app: &TestApp, private: &str, path_of: impl Fn(&str) ->
 
 // ---------------------------------------------------------------- GET /public/devices/{id}
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_public_device_shows_exactly_the_public_view() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -192,14 +192,14 @@ async fn a_public_device_shows_exactly_the_public_view() {
     assert_eq!(data["updated_at"], registered["updated_at"]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_private_device_and_an_unknown_id_get_the_same_404_on_the_device_route() {
     let app = TestApp::spawn().await;
     let private = device(&app, "alice", "Bedroom", false, true).await;
     assert_same_404(&app, id_of(&private), |id| format!("/public/devices/{id}")).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_path_id_that_is_not_a_uuid_is_422_in_path_on_every_public_device_route() {
     let app = TestApp::spawn().await;
     for path in device_routes("not-a-uuid") {
@@ -214,7 +214,7 @@ async fn a_path_id_that_is_not_a_uuid_is_422_in_path_on_every_public_device_rout
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn making_a_device_private_hides_it_from_every_public_device_route_at_once() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -244,7 +244,7 @@ async fn making_a_device_private_hides_it_from_every_public_device_route_at_once
 
 // ------------------------------------------------------ GET /public/devices/{id}/current
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_current_returns_the_snapshot_of_a_public_device() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -297,7 +297,7 @@ async fn public_current_returns_the_snapshot_of_a_public_device() {
     assert_eq!(instant_of(&data["last_seen"]), last);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_current_shows_the_location_only_when_it_is_public() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, false).await;
@@ -333,7 +333,7 @@ async fn public_current_shows_the_location_only_when_it_is_public() {
     assert_eq!(data["location"]["provider"], "phone-gps");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_current_is_404_for_a_public_device_that_never_reported() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -344,7 +344,7 @@ async fn public_current_is_404_for_a_public_device_that_never_reported() {
     assert_eq!(body["instance"], format!("/api/v1{path}"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_private_device_and_an_unknown_id_get_the_same_404_on_current() {
     let app = TestApp::spawn().await;
     let reported = device(&app, "alice", "Bedroom", false, true).await;
@@ -361,7 +361,7 @@ async fn a_private_device_and_an_unknown_id_get_the_same_404_on_current() {
 
 // --------------------------------------------------- GET /public/devices/{id}/historical
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_historical_has_the_shape_of_the_owner_route() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -403,7 +403,7 @@ async fn public_historical_has_the_shape_of_the_owner_route() {
     assert_eq!(body, owner, "the owner route's body");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_historical_needs_a_valid_timeline_in_query() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -421,7 +421,7 @@ async fn public_historical_needs_a_valid_timeline_in_query() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_private_device_and_an_unknown_id_get_the_same_404_on_historical() {
     let app = TestApp::spawn().await;
     let private = device(&app, "alice", "Bedroom", false, true).await;
@@ -434,7 +434,7 @@ async fn a_private_device_and_an_unknown_id_get_the_same_404_on_historical() {
 
 // ------------------------------------------------------------- headers, ETag, 304
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_public_answer_allows_any_origin_and_exposes_the_etag() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -463,7 +463,7 @@ async fn every_public_answer_allows_any_origin_and_exposes_the_etag() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_public_problem_allows_any_origin_and_exposes_the_request_id() {
     let app = TestApp::spawn().await;
     let silent = device(&app, "alice", "Silent", true, true).await;
@@ -522,7 +522,7 @@ async fn every_public_problem_allows_any_origin_and_exposes_the_request_id() {
     problem(response, 404).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_cache_control_has_a_max_age() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_secs(3600)).await;
     let response = app.get_public("/public/map/devices").await;
@@ -531,7 +531,7 @@ async fn the_map_cache_control_has_a_max_age() {
     assert!(cache_control.contains("max-age"), "{cache_control:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn owner_routes_do_not_allow_other_origins() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -555,7 +555,7 @@ async fn owner_routes_do_not_allow_other_origins() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn if_none_match_with_the_etag_answers_304_without_a_body() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -579,7 +579,7 @@ async fn if_none_match_with_the_etag_answers_304_without_a_body() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn if_none_match_with_another_etag_answers_200() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -603,7 +603,7 @@ async fn if_none_match_with_another_etag_answers_200() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_new_upload_changes_the_etag_of_the_current_snapshot() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -650,7 +650,7 @@ fn entry<'e>(entries: &'e [Value], device: &Value) -> &'e Value {
         .unwrap_or_else(|| panic!("{} is on the map: {entries:?}", device["name"]))
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_lists_public_devices_with_a_public_location_and_a_located_sample() {
     let app = TestApp::spawn().await;
     let alices = device(&app, "alice", "alice: on the map", true, true).await;
@@ -675,7 +675,7 @@ async fn the_map_lists_public_devices_with_a_public_location_and_a_located_sampl
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_map_entry_has_exactly_the_map_fields() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -727,7 +727,7 @@ async fn a_map_entry_has_exactly_the_map_fields() {
     assert_eq!(entry["status"], "online");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_map_entry_comes_from_the_latest_located_sample() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -755,7 +755,7 @@ async fn a_map_entry_comes_from_the_latest_located_sample() {
     assert_eq!(instant_of(&entry["measured_at"]), located_at);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_older_located_sample_uploaded_later_does_not_replace_a_newer_one() {
     let app = TestApp::spawn().await;
     let now = fixed_now();
@@ -786,7 +786,7 @@ async fn an_older_located_sample_uploaded_later_does_not_replace_a_newer_one() {
     assert_eq!(instant_of(&entry["measured_at"]), newer);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_status_follows_the_last_sample_of_any_kind() {
     let app = TestApp::spawn().await;
     let start = fixed_now();
@@ -815,7 +815,7 @@ async fn the_map_status_follows_the_last_sample_of_any_kind() {
     assert_eq!(instant_of(&quiet["measured_at"]), start);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_is_served_from_the_cache_within_its_ttl() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_secs(3600)).await;
     let first = device(&app, "alice", "first", true, true).await;
@@ -836,7 +836,7 @@ async fn the_map_is_served_from_the_cache_within_its_ttl() {
     assert_eq!(cached, body, "the map has not changed yet");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_shows_new_devices_once_its_ttl_has_run_out() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_millis(200)).await;
     assert!(map_entries(&app).await.is_empty(), "an empty map at first");
@@ -857,7 +857,7 @@ async fn the_map_shows_new_devices_once_its_ttl_has_run_out() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_made_private_leaves_the_map_once_its_ttl_has_run_out() {
     let app = TestApp::spawn_with(|c| c.map_cache_ttl = Duration::from_millis(200)).await;
     let registered = device(&app, "alice", "leaving", true, true).await;
@@ -886,7 +886,7 @@ async fn a_device_made_private_leaves_the_map_once_its_ttl_has_run_out() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn if_none_match_accepts_a_list_and_a_weak_tag() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -903,7 +903,7 @@ async fn if_none_match_accepts_a_list_and_a_weak_tag() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_historical_checks_the_query_before_the_device_exists() {
     let app = TestApp::spawn().await;
     let private = device(&app, "alice", "Bedroom", false, true).await;
@@ -940,7 +940,7 @@ async fn preflight(app: &TestApp, path: &str) -> Response {
         .expect("request sent")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_cors_preflight_on_a_public_route_allows_get_with_if_none_match() {
     let app = TestApp::spawn().await;
     let registered = device(&app, "alice", "Balcony", true, true).await;
@@ -1036,7 +1036,7 @@ async fn a_cors_preflight_on_a_public_route_allows_get_with_if_none_match() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_is_gzip_encoded_for_clients_that_accept_it() {
     use std::io::Read as _;
     let app = TestApp::spawn().await;

@@ -98,7 +98,7 @@ async fn metric(app: &TestApp, line_prefix: &str) -> u64 {
 const DEVICE_REFUSALS: &str = "airq_rate_limited_total{limit=\"device\"}";
 const PUBLIC_REFUSALS: &str = "airq_rate_limited_total{limit=\"public\"}";
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_gets_its_burst_then_429_with_retry_after() {
     let app = TestApp::spawn_with(|c| c.rate_limits.device = burst_of(3)).await;
     let device = app.register_named("alice", "Balcony").await;
@@ -119,7 +119,7 @@ async fn a_device_gets_its_burst_then_429_with_retry_after() {
     assert_eq!(metric(&app, DEVICE_REFUSALS).await, 2);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_device_is_unaffected() {
     let app = TestApp::spawn_with(|c| c.rate_limits.device = burst_of(2)).await;
     let first = app.register_named("alice", "First").await;
@@ -134,7 +134,7 @@ async fn another_device_is_unaffected() {
     too_many(app.upload(&second, &sample()).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_batch_counts_once_and_shares_the_limit_with_single_uploads() {
     let app = TestApp::spawn_with(|c| c.rate_limits.device = burst_of(3)).await;
     let device = app.register_named("alice", "Gateway").await;
@@ -147,7 +147,7 @@ async fn a_batch_counts_once_and_shares_the_limit_with_single_uploads() {
     too_many(app.upload(&device, &sample()).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_wrong_key_is_401_not_429_and_costs_the_device_nothing() {
     let app = TestApp::spawn_with(|c| c.rate_limits.device = burst_of(2)).await;
     let device = app.register_named("alice", "Balcony").await;
@@ -165,7 +165,7 @@ async fn a_wrong_key_is_401_not_429_and_costs_the_device_nothing() {
     assert_eq!(metric(&app, DEVICE_REFUSALS).await, 1);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn public_routes_are_limited_per_address_and_keep_their_cors_headers() {
     let app = TestApp::spawn_with(|c| c.rate_limits.public = burst_of(3)).await;
     let device = app
@@ -209,7 +209,7 @@ async fn public_routes_are_limited_per_address_and_keep_their_cors_headers() {
     assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn x_forwarded_for_names_the_client_behind_a_trusted_proxy() {
     // The test server's peer is 127.0.0.1: here it stands for a trusted proxy.
     let app = TestApp::spawn_with(|c| {
@@ -238,7 +238,7 @@ async fn x_forwarded_for_names_the_client_behind_a_trusted_proxy() {
     assert_eq!(get_public_as(&app, map, None).await.status(), 200);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
     let app = TestApp::spawn_with(|c| {
         c.rate_limits.public = burst_of(2);
@@ -255,7 +255,7 @@ async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
     too_many(get_public_as(&app, map, None).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_rate_of_zero_turns_a_limit_off() {
     let app = TestApp::spawn_with(|c| {
         c.rate_limits.device = Rate {
@@ -281,7 +281,7 @@ async fn a_rate_of_zero_turns_a_limit_off() {
     assert_eq!(metric(&app, PUBLIC_REFUSALS).await, 0);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn owner_and_service_routes_are_never_limited() {
     let app = TestApp::spawn_with(|c| {
         c.rate_limits.device = burst_of(1);
@@ -315,7 +315,7 @@ async fn owner_and_service_routes_are_never_limited() {
     }
 }
 
-#[test]
+#[airq_test::test]
 fn a_bad_trusted_proxies_value_is_a_startup_error() {
     let dir = tempfile::tempdir().expect("temporary dir");
     for (flag, env) in [
@@ -361,7 +361,7 @@ fn a_bad_trusted_proxies_value_is_a_startup_error() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_openapi_document_describes_the_429s() {
     let app = TestApp::spawn().await;
     let doc: Value = app

@@ -62,7 +62,7 @@ fn export_query(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
     format!("start={}&end={}", at(start), at(end))
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn raw_readings_past_the_retention_leave_and_the_timelines_still_answer_for_their_days() {
     let (app, device) = app_with_retention().await;
     let start = app.clock.now();
@@ -99,7 +99,7 @@ async fn raw_readings_past_the_retention_leave_and_the_timelines_still_answer_fo
     assert_eq!(aqis(custom.as_array().expect("points")), [40], "{custom}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_export_beginning_before_the_retention_is_422_naming_start_with_the_earliest_instant() {
     let (app, device) = app_with_retention().await;
     let now = app.clock.now();
@@ -133,7 +133,7 @@ async fn an_export_beginning_before_the_retention_is_422_naming_start_with_the_e
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_current_snapshot_of_a_device_silent_past_the_retention_is_a_404_that_says_so() {
     let (app, device) = app_with_retention().await;
     app.upload_ok(&device, &sample_with(50, 10.0, 20.0)).await;
@@ -161,7 +161,7 @@ async fn the_current_snapshot_of_a_device_silent_past_the_retention_is_a_404_tha
     assert_eq!(current["aqi"], 70);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_upload_measured_before_the_retention_is_422_and_one_within_it_is_stored() {
     let (app, device) = app_with_retention().await;
     let now = app.clock.now();

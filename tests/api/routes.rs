@@ -35,7 +35,7 @@ fn readme_rows() -> BTreeSet<(String, String, String)> {
     rows
 }
 
-#[test]
+#[airq_test::test]
 fn the_readme_lists_every_route_of_the_table_and_no_other() {
     let table: BTreeSet<(String, String, String)> = ROUTES
         .iter()
@@ -60,7 +60,7 @@ fn the_readme_lists_every_route_of_the_table_and_no_other() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_get_route_answers_head_with_the_headers_of_get_and_no_body() {
     let app = TestApp::spawn().await;
     for route in ROUTES.iter().filter(|route| route.method == "GET") {
@@ -82,7 +82,7 @@ async fn every_get_route_answers_head_with_the_headers_of_get_and_no_body() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_method_a_path_does_not_take_is_405_with_the_tables_methods() {
     let app = TestApp::spawn().await;
     let paths: BTreeSet<&str> = ROUTES.iter().map(|route| route.path).collect();

@@ -85,7 +85,7 @@ async fn opaque_500(response: reqwest::Response) -> String {
     request_id
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_append_is_500_and_stores_nothing_of_the_batch() {
     let app = app_with_a_segment_per_append().await;
     let device = app.register_named("alice", "locked out").await;
@@ -116,7 +116,7 @@ async fn a_failed_append_is_500_and_stores_nothing_of_the_batch() {
     assert_eq!(sample_count(&app, &device).await, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_quotes_the_request_id_of_its_header() {
     let app = app_with_a_segment_per_append().await;
     let device = app.register_named("alice", "locked out").await;
@@ -144,7 +144,7 @@ async fn a_500_quotes_the_request_id_of_its_header() {
 // ---------------------------------------------------------------------------------------------
 // 9. Graceful shutdown
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
     const UPLOADS: usize = 8;
     // A batch that waits long enough for the shutdown to arrive while its uploads are in it.
@@ -198,7 +198,7 @@ async fn shutdown_answers_the_uploads_in_flight_and_keeps_them() {
 // ---------------------------------------------------------------------------------------------
 // Robustness of what is accepted
 
-#[tokio::test]
+#[airq_test::test]
 async fn deleting_a_device_removes_its_stored_readings() {
     let (app, device) = app_with_device().await;
     let other = app.register_named("alice", "kept").await;

@@ -31,7 +31,7 @@ fn stalled_registration(address: &str, token: &str) -> TcpStream {
     stream
 }
 
-#[test]
+#[airq_test::test]
 fn a_second_stop_signal_during_the_drain_exits_at_once() {
     let dir = tempfile::tempdir().expect("temporary dir");
     let (mut server, address) = serve(dir.path(), |command| {

@@ -65,7 +65,7 @@ async fn upload_keyed(app: &TestApp, device: &Value, now: DateTime<Utc>, reading
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_read_includes_readings_the_fold_has_not_reached() {
     let app = app_folding_every(1_000_000).await;
     let device = public_device(&app).await;
@@ -120,7 +120,7 @@ async fn every_read_includes_readings_the_fold_has_not_reached() {
     assert_eq!(public["data"]["sample_count"], 3);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() {
     let app = app_folding_every(3).await;
     let device = app.register_named("alice", "balcony").await;
@@ -161,7 +161,7 @@ async fn a_reading_that_replaces_a_folded_one_counts_once_before_it_is_folded() 
     assert_eq!(app.stored_ids().await.len(), 3);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_location_whose_reading_is_replaced_without_one_is_gone_before_the_fold() {
     let app = app_folding_every(2).await;
     let device = public_device(&app).await;
@@ -195,7 +195,7 @@ async fn a_location_whose_reading_is_replaced_without_one_is_gone_before_the_fol
     assert_close(&map["data"][0]["lat"], 48.1, "the map's lat");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_whose_only_location_is_replaced_without_one_has_none_before_the_fold() {
     let app = app_folding_every(2).await;
     let device = public_device(&app).await;
@@ -231,7 +231,7 @@ fn folded_through(app: &TestApp) -> i64 {
     )
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn readings_that_arrive_while_the_fold_runs_wait_for_its_next_turn() {
     // Eight streams of single uploads, and ten batches that take the backlog past the fold's
     // threshold. The fold that the last batch starts takes in what was appended by then; the
@@ -327,7 +327,7 @@ async fn counted_once(app: &TestApp, id: &str, expected: i64) -> Value {
     current
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_folded_reading_is_replaced_when_its_replacement_is_folded() {
     // The replacement (20 minutes ago) is older than the device's latest folded reading.
     let current = fold_twice(
@@ -339,7 +339,7 @@ async fn a_folded_reading_is_replaced_when_its_replacement_is_folded() {
     assert_eq!(current["aqi"], 16, "(10 + 40 + 10 + 10 + 10) / 5");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_reading_replaced_within_one_fold_is_counted_once() {
     // Both uploads of the key are newer than every folded reading and folded in one chunk.
     let current = fold_twice(
@@ -351,7 +351,7 @@ async fn a_reading_replaced_within_one_fold_is_counted_once() {
     assert_eq!(current["aqi"], 22, "(10 + 10 + 10 + 70 + 10) / 5");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_new_devices_reading_replaced_within_its_first_fold_is_counted_once() {
     // Nothing of the device is folded yet (no `device_latest` row): the fold skips the lookups
     // of folded keys, and must still replace the key within the chunk.
@@ -404,7 +404,7 @@ const UNFOLD: &str = "DELETE FROM readings_by_device; DELETE FROM rollups_15m; \
                       DELETE FROM device_latest; \
                       UPDATE main.counters SET value = 0 WHERE name = 'folded_id';";
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_restart_folds_what_a_crash_left_in_the_ingestion_log() {
     // The log still holds the three readings (its last segment is never dropped): undo their
     // fold, as if the crash came before it.
@@ -415,7 +415,7 @@ async fn a_restart_folds_what_a_crash_left_in_the_ingestion_log() {
     .await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn rows_folded_but_not_yet_pruned_from_the_log_count_once() {
     // As a stop leaves them: folded, and still in the log's last segment.
     restart_after(|_, _| {}).await;
@@ -461,17 +461,17 @@ async fn ids_after_deleting_the_newest_readings(fold_rows: i64) {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn receipt_ids_are_not_reused_after_the_newest_folded_readings_are_deleted() {
     ids_after_deleting_the_newest_readings(1).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn receipt_ids_are_not_reused_after_the_newest_unfolded_readings_are_deleted() {
     ids_after_deleting_the_newest_readings(1_000_000).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_export_merges_unfolded_readings_and_their_replacements_once_each() {
     let app = app_folding_every(4).await;
     let device = app.register_named("alice", "balcony").await;
@@ -529,7 +529,7 @@ async fn the_export_merges_unfolded_readings_and_their_replacements_once_each() 
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
     let app = app_folding_every(6_000).await;
     let device = app.register_named("alice", "balcony").await;
@@ -594,7 +594,7 @@ async fn an_export_of_many_pages_interleaves_folded_and_unfolded_readings() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_export_of_more_unfolded_readings_than_a_page_holds_comes_whole_in_order() {
     let app = app_folding_every(1_000_000).await;
     let device = app.register_named("alice", "balcony").await;
@@ -764,7 +764,7 @@ pub(crate) fn bucket<'a>(read: &'a [(String, f64)], label: &str) -> &'a (String,
         .unwrap_or_else(|| panic!("no bucket {label} in {read:?}"))
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tail() {
     // Folded, a Berlin or Kolkata day is a UTC day with the time between each edge and the
     // nearest midnight added or taken away: the means must not change when the fold runs.
@@ -794,7 +794,7 @@ async fn buckets_off_utc_midnight_read_the_same_from_the_rollups_as_from_the_tai
     assert!((day.1 - mean_of(&[4, 5, 6])).abs() < 1e-9, "{day:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn late_readings_and_replacements_reach_the_hours_of_days_already_past() {
     let app = app_folding_every(1).await;
     app.clock.set(crate::common::at("2026-11-25T12:00:00Z"));
@@ -825,7 +825,7 @@ async fn late_readings_and_replacements_reach_the_hours_of_days_already_past() {
     assert!((day.1 - mean_of(&[4])).abs() < 1e-9, "{day:?}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn summer_days_in_berlin_read_the_same_from_the_rollups_as_from_the_tail() {
     // In summer a Berlin day starts at 22:00 UTC: two whole hours at each edge.
     let times = [
@@ -872,7 +872,7 @@ impl Drop for Immutable {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn readiness_says_not_ready_while_uploads_cannot_be_stored() {
     // Every batch goes to a segment file of its own, which cannot be created below.
     let app = TestApp::spawn_with(|c| c.log_segment_bytes = 1).await;
@@ -901,7 +901,7 @@ async fn readiness_says_not_ready_while_uploads_cannot_be_stored() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_server_stopped_cleanly_starts_again_where_no_file_can_be_created() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "balcony").await;

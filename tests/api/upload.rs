@@ -234,7 +234,7 @@ pub(crate) async fn delete(app: &TestApp, device: &Value) {
 // ---------------------------------------------------------------------------------------------
 // 1. Success
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_upload_is_201_with_a_receipt() {
     let (app, device) = app_with_device().await;
     let (first, _) = accepted(&app, &device, &sample()).await;
@@ -242,7 +242,7 @@ async fn an_upload_is_201_with_a_receipt() {
     assert_ne!(first, second, "every reading has its own id");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn without_measured_at_created_at_is_the_server_clock() {
     let (app, device) = app_with_device().await;
     let now: DateTime<Utc> = "2026-03-01T12:34:56.789123Z".parse().expect("instant");
@@ -257,7 +257,7 @@ async fn without_measured_at_created_at_is_the_server_clock() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn with_measured_at_created_at_is_measured_at() {
     let (app, device) = app_with_device().await;
     let now = app.clock.now();
@@ -275,7 +275,7 @@ async fn with_measured_at_created_at_is_measured_at() {
     assert_eq!(created_at, at, "{offset}");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn unknown_fields_are_ignored() {
     let (app, device) = app_with_device().await;
     let mut body = sample();
@@ -288,7 +288,7 @@ async fn unknown_fields_are_ignored() {
 // ---------------------------------------------------------------------------------------------
 // 2. Credentials
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_missing_device_id_is_401() {
     let (app, device) = app_with_device().await;
     let body = sample().to_string();
@@ -303,7 +303,7 @@ async fn a_missing_device_id_is_401() {
     refused(response).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_missing_device_key_is_401() {
     let (app, device) = app_with_device().await;
     let body = sample().to_string();
@@ -327,7 +327,7 @@ async fn a_missing_device_key_is_401() {
     refused(response).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unknown_device_id_is_401() {
     let (app, device) = app_with_device().await;
     let unknown = "dev_0123456789abcdefghijKLMN";
@@ -343,7 +343,7 @@ async fn an_unknown_device_id_is_401() {
     refused(response).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_malformed_device_id_is_401() {
     let (app, device) = app_with_device().await;
     let real = device_id(&device);
@@ -367,7 +367,7 @@ async fn a_malformed_device_id_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_wrong_key_is_401() {
     let (app, device) = app_with_device().await;
     let key = device_key(&device);
@@ -396,7 +396,7 @@ async fn a_wrong_key_is_401() {
     accepted(&app, &device, &sample()).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn another_devices_key_is_401() {
     let (app, mine) = app_with_device().await;
     let other = app.register_named("alice", "kitchen").await;
@@ -414,7 +414,7 @@ async fn another_devices_key_is_401() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn credentials_are_checked_before_the_body() {
     let (app, device) = app_with_device().await;
     let wrong = format!("sk_{}", "A".repeat(43));
@@ -463,7 +463,7 @@ async fn credentials_are_checked_before_the_body() {
 // ---------------------------------------------------------------------------------------------
 // 3. Rotation and deletion
 
-#[tokio::test]
+#[airq_test::test]
 async fn after_rotation_the_old_key_is_refused_and_the_new_one_works() {
     let (app, device) = app_with_device().await;
     let rotated = rotate(&app, &device).await;
@@ -471,7 +471,7 @@ async fn after_rotation_the_old_key_is_refused_and_the_new_one_works() {
     accepted(&app, &rotated, &sample()).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn after_rotation_a_just_used_old_key_is_refused_at_once() {
     let (app, device) = app_with_device().await;
     // Used (and so cached) right before the rotation.
@@ -488,14 +488,14 @@ async fn after_rotation_a_just_used_old_key_is_refused_at_once() {
     accepted(&app, &again, &sample()).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn after_deletion_the_key_is_refused() {
     let (app, device) = app_with_device().await;
     delete(&app, &device).await;
     refused(app.upload(&device, &sample()).await).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn after_deletion_a_just_used_key_is_refused_at_once() {
     let (app, device) = app_with_device().await;
     // Used (and so cached) right before the deletion.
@@ -507,7 +507,7 @@ async fn after_deletion_a_just_used_key_is_refused_at_once() {
 // ---------------------------------------------------------------------------------------------
 // 4. Body
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_missing_or_other_content_type_is_415() {
     let (app, device) = app_with_device().await;
     let body = sample().to_string();
@@ -541,7 +541,7 @@ fn padded(total: usize) -> String {
     body
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_body_of_64_kib_is_read_and_one_byte_more_is_413() {
     let (app, device) = app_with_device().await;
     let response = post_as(&app, &device, Some("application/json"), padded(MAX_BODY)).await;
@@ -557,7 +557,7 @@ async fn a_body_of_64_kib_is_read_and_one_byte_more_is_413() {
     assert_eq!(body["type"], "about:blank");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_oversized_streamed_body_is_413() {
     let (app, device) = app_with_device().await;
     let chunks: Vec<Result<bytes::Bytes, std::io::Error>> = (0..40)
@@ -574,7 +574,7 @@ async fn an_oversized_streamed_body_is_413() {
     problem(response, 413).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn malformed_json_is_400_malformed_body() {
     let (app, device) = app_with_device().await;
     let valid = sample().to_string();
@@ -594,7 +594,7 @@ async fn malformed_json_is_400_malformed_body() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_empty_body_is_400() {
     let (app, device) = app_with_device().await;
     for body in ["", "  \n"] {
@@ -621,7 +621,7 @@ const REQUIRED: [&str; 11] = [
     "temperature_data.provider",
 ];
 
-#[tokio::test]
+#[airq_test::test]
 async fn each_missing_required_field_is_422_required() {
     let (app, device) = app_with_device().await;
     for path in REQUIRED {
@@ -630,7 +630,7 @@ async fn each_missing_required_field_is_422_required() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_null_required_field_is_422_required() {
     let (app, device) = app_with_device().await;
     for path in REQUIRED {
@@ -639,7 +639,7 @@ async fn a_null_required_field_is_422_required() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_empty_object_lists_every_missing_top_level_field() {
     let (app, device) = app_with_device().await;
     let errors = rejected(&app, &device, &json!({})).await;
@@ -673,7 +673,7 @@ async fn an_empty_object_lists_every_missing_top_level_field() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_value_of_the_wrong_type_is_422_type() {
     let (app, device) = app_with_device().await;
     let cases = [
@@ -698,7 +698,7 @@ async fn a_value_of_the_wrong_type_is_422_type() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_problem_is_listed_at_once() {
     let (app, device) = app_with_device().await;
     let mut body = sample();
@@ -726,7 +726,7 @@ async fn every_problem_is_listed_at_once() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn humidity_lies_between_0_and_100_inclusive() {
     let (app, device) = app_with_device().await;
     let path = "temperature_data.humidity";
@@ -745,7 +745,7 @@ async fn humidity_lies_between_0_and_100_inclusive() {
     assert_eq!(errors, [fe(path, "minimum", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn latitude_lies_between_minus_90_and_90_inclusive() {
     let (app, device) = app_with_device().await;
     for lat in [90.0, -90.0, 0.0] {
@@ -757,7 +757,7 @@ async fn latitude_lies_between_minus_90_and_90_inclusive() {
     assert_eq!(errors, [fe("location.lat", "minimum", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn longitude_lies_between_minus_180_and_180_inclusive() {
     let (app, device) = app_with_device().await;
     for lon in [180.0, -180.0, 0.0] {
@@ -769,7 +769,7 @@ async fn longitude_lies_between_minus_180_and_180_inclusive() {
     assert_eq!(errors, [fe("location.lon", "minimum", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn particulate_values_are_not_negative() {
     let (app, device) = app_with_device().await;
     for path in ["pms_data.pm1_0", "pms_data.pm2_5", "pms_data.pm10_0"] {
@@ -780,7 +780,7 @@ async fn particulate_values_are_not_negative() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn aqi_is_not_negative() {
     let (app, device) = app_with_device().await;
     accepted(&app, &device, &with(sample(), "aqi", json!(0))).await;
@@ -797,7 +797,7 @@ async fn rejection_detail(app: &TestApp, device: &Value, body: &Value) -> String
     errors[0]["detail"].as_str().expect("detail").to_owned()
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn aqi_is_at_most_10000() {
     let (app, device) = app_with_device().await;
     accepted(&app, &device, &with(sample(), "aqi", json!(10_000))).await;
@@ -818,7 +818,7 @@ async fn aqi_is_at_most_10000() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn particulate_values_are_at_most_100000() {
     let (app, device) = app_with_device().await;
     for path in ["pms_data.pm1_0", "pms_data.pm2_5", "pms_data.pm10_0"] {
@@ -832,7 +832,7 @@ async fn particulate_values_are_at_most_100000() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn temperature_and_heat_index_lie_between_minus_1000_and_1000_inclusive() {
     let (app, device) = app_with_device().await;
     for path in [
@@ -856,7 +856,7 @@ async fn temperature_and_heat_index_lie_between_minus_1000_and_1000_inclusive() 
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn every_value_past_its_bound_is_listed_at_once() {
     let (app, device) = app_with_device().await;
     let mut body = sample();
@@ -880,7 +880,7 @@ async fn every_value_past_its_bound_is_listed_at_once() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_aqi_written_without_a_fraction_is_stored_as_that_integer() {
     let (app, device) = app_with_device().await;
     // Written out by hand: `42.0` must reach the server as a JSON number with a fraction part.
@@ -911,7 +911,7 @@ async fn an_aqi_written_without_a_fraction_is_stored_as_that_integer() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_aqi_with_a_fraction_is_422_type() {
     let (app, device) = app_with_device().await;
     for aqi in [json!(42.5), json!(0.5), json!(9_999.9)] {
@@ -923,7 +923,7 @@ async fn an_aqi_with_a_fraction_is_422_type() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn providers_have_1_to_50_characters() {
     let (app, device) = app_with_device().await;
     let base = located(sample(), 1.0, 2.0);
@@ -952,7 +952,7 @@ async fn providers_have_1_to_50_characters() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_location_needs_lat_lon_and_provider() {
     let (app, device) = app_with_device().await;
     let mut body = sample();
@@ -972,7 +972,7 @@ async fn a_location_needs_lat_lon_and_provider() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_null_location_counts_as_absent() {
     let (app, device) = app_with_device().await;
     let mut body = sample();
@@ -980,7 +980,7 @@ async fn a_null_location_counts_as_absent() {
     accepted(&app, &device, &body).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn measured_at_must_be_rfc3339() {
     let (app, device) = app_with_device().await;
     for text in [
@@ -998,7 +998,7 @@ async fn measured_at_must_be_rfc3339() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn measured_at_with_second_60_is_a_format_problem() {
     let (app, device) = app_with_device().await;
     let minute = app.clock.now() - TimeDelta::minutes(10);
@@ -1009,7 +1009,7 @@ async fn measured_at_with_second_60_is_a_format_problem() {
     assert!(app.stored_ids().await.is_empty());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_negative_zero_reads_back_as_zero_at_once() {
     let (app, device) = app_with_device().await;
     let now = app.clock.now();
@@ -1051,7 +1051,7 @@ async fn a_negative_zero_reads_back_as_zero_at_once() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn measured_at_may_be_up_to_366_days_old() {
     let (app, device) = app_with_device().await;
     let now = app.clock.now();
@@ -1083,7 +1083,7 @@ async fn measured_at_may_be_up_to_366_days_old() {
     assert_eq!(errors, [fe("measured_at", "minimum", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn measured_at_may_be_up_to_5_minutes_ahead() {
     let (app, device) = app_with_device().await;
     let now = app.clock.now();
@@ -1105,7 +1105,7 @@ async fn measured_at_may_be_up_to_5_minutes_ahead() {
     assert_eq!(errors, [fe("measured_at", "maximum", "body")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_measured_at_window_follows_the_server_clock() {
     let (app, device) = app_with_device().await;
     let then = app.clock.now();
@@ -1126,7 +1126,7 @@ async fn the_measured_at_window_follows_the_server_clock() {
 // ---------------------------------------------------------------------------------------------
 // 6. What was stored comes back
 
-#[tokio::test]
+#[airq_test::test]
 async fn uploaded_readings_make_up_the_current_snapshot() {
     let (app, device) = app_with_device().await;
     accepted(&app, &device, &sample_with(10, 1.0, 20.0)).await;
@@ -1172,7 +1172,7 @@ async fn uploaded_readings_make_up_the_current_snapshot() {
 // ---------------------------------------------------------------------------------------------
 // 7. Concurrency
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_uploads_are_each_stored_once() {
     const DEVICES: usize = 4;
     const PER_DEVICE: usize = 110;
@@ -1264,7 +1264,7 @@ fn assert_close(actual: &Value, expected: f64, what: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_extreme_aqi_never_breaks_later_uploads() {
     let app = TestApp::spawn().await;
     // Every upload below falls in one 15-minute slot.
@@ -1337,7 +1337,7 @@ async fn an_extreme_aqi_never_breaks_later_uploads() {
     assert_close(&last["metrics"]["pm2_5"], 200_010.0 / 3.0, "bucket pm2_5");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_aqi_beyond_any_integer_range_is_422_maximum() {
     let app = TestApp::spawn().await;
     let device = app.register_named("alice", "Balcony").await;

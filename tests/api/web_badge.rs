@@ -27,7 +27,7 @@ async fn badge(app: &TestApp, device: &Value) -> String {
         .expect("text")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_badge_shows_the_current_aqi_in_its_category_colour() {
     let app = TestApp::spawn().await;
     let device = public_device(&app).await;
@@ -43,7 +43,7 @@ async fn the_badge_shows_the_current_aqi_in_its_category_colour() {
     assert!(svg.contains(r##"fill="#ff7e00""##));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_badge_answers_304_while_the_aqi_is_unchanged_and_200_once_it_changes() {
     let app = TestApp::spawn().await;
     let device = public_device(&app).await;
@@ -72,7 +72,7 @@ async fn the_badge_answers_304_while_the_aqi_is_unchanged_and_200_once_it_change
     assert!(changed.text().await.expect("text").contains("100 Moderate"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_silent_device_has_a_grey_no_data_badge() {
     let app = TestApp::spawn().await;
     let device = public_device(&app).await;
@@ -80,7 +80,7 @@ async fn a_silent_device_has_a_grey_no_data_badge() {
     assert!(svg.contains("no data"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_offline_device_says_so_instead_of_showing_an_old_value_as_current() {
     let app = TestApp::spawn().await;
     let device = public_device(&app).await;
@@ -93,7 +93,7 @@ async fn an_offline_device_says_so_instead_of_showing_an_old_value_as_current() 
     assert!(svg.contains("42 offline"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_private_devices_badge_is_the_404_of_an_unknown_one() {
     let app = TestApp::spawn().await;
     let private = app.register_named("alice", "Private").await;

@@ -103,7 +103,7 @@ fn integrity(bytes: &[u8]) -> String {
     )
 }
 
-#[test]
+#[airq_test::test]
 fn the_default_integrity_values_are_those_of_leaflet_1_9_4_on_npm() {
     let dist = match leaflet_dist() {
         Ok(dist) => dist,
@@ -384,7 +384,7 @@ const OPEN_POPUP: &str = "const p = document.querySelector('.leaflet-popup .airq
      return p && p.dataset.current === 'loaded' && Object.fromEntries(\
        Array.from(p.querySelectorAll('[data-field]')).map(e => [e.dataset.field, e.textContent]));";
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     let browser = match prerequisites().await {
         Ok(browser) => browser,
@@ -537,7 +537,7 @@ async fn the_live_map_shows_public_devices_with_popups_and_picks_up_new_ones() {
     client.close().await.expect("session closed");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_live_map_draws_clusters_and_zooms_from_clusters_into_devices() {
     let browser = match prerequisites().await {
         Ok(browser) => browser,
@@ -663,7 +663,7 @@ async fn public_outdoor(app: &TestApp, name: &str) -> Value {
     .await
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_page_draws_its_charts_without_javascript() {
     let browser = match prerequisites().await {
         Ok(browser) => browser,
@@ -744,7 +744,7 @@ async fn the_device_page_draws_its_charts_without_javascript() {
     scripted.close().await.expect("session closed");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_popup_and_the_device_page_show_the_same_hour_and_say_the_zone() {
     let browser = match prerequisites().await {
         Ok(browser) => browser,

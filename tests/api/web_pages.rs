@@ -66,7 +66,7 @@ async fn device_with_readings(
     device
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_front_page_says_what_airq_is_and_links_the_map_the_api_and_the_health_checks() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/", None).await).await;
@@ -100,7 +100,7 @@ async fn the_front_page_says_what_airq_is_and_links_the_map_the_api_and_the_heal
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
     let app = TestApp::spawn().await;
     for (file, media_type, pinned) in [
@@ -141,7 +141,7 @@ async fn the_server_serves_the_map_library_it_pins_byte_for_byte() {
     problem(missing, 404).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_legend() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
@@ -166,7 +166,7 @@ async fn the_map_page_loads_the_pinned_library_with_integrity_and_shows_the_lege
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_pages_noscript_text_says_what_its_link_returns() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/map", Some(BROWSER_ACCEPT)).await).await;
@@ -188,7 +188,7 @@ async fn the_map_pages_noscript_text_says_what_its_link_returns() {
     assert!(body["data"].is_array());
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_map_library_and_tiles_are_settings() {
     let app = TestApp::spawn_with(|config| {
         config.map.library_url =
@@ -204,7 +204,7 @@ async fn the_map_library_and_tiles_are_settings() {
     assert!(page.contains(r#"data-tiles="https://tiles.example/{z}/{x}/{y}.png""#));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_embedded_map_has_no_header_or_footer() {
     let app = TestApp::spawn().await;
     let page = html(page(&app, "/map?embed=1", None).await).await;
@@ -216,7 +216,7 @@ async fn the_embedded_map_has_no_header_or_footer() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_front_page_and_the_map_page_answer_304_to_their_entity_tags() {
     let app = TestApp::spawn().await;
     for path in ["/", "/map"] {
@@ -234,7 +234,7 @@ async fn the_front_page_and_the_map_page_answer_304_to_their_entity_tags() {
     }
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_page_charts_one_point_per_hour_and_per_day_with_data() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -257,7 +257,7 @@ async fn the_device_page_charts_one_point_per_hour_and_per_day_with_data() {
     assert!(page.contains("<h1><bdi>Balcony</bdi>"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -275,7 +275,7 @@ async fn the_device_page_shows_the_current_aqi_in_its_category_colour() {
     assert!(page.contains(r#"data-field="status" class="status-online">online"#));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_offline_devices_page_says_so_in_grey_instead_of_showing_old_values_as_current() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -308,7 +308,7 @@ async fn an_offline_devices_page_says_so_in_grey_instead_of_showing_old_values_a
     assert!(page.contains(r##"data-colour="#9f9f9f""##));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_device_page_rounds_half_away_from_zero_and_never_shows_a_negative_zero() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -328,7 +328,7 @@ async fn the_device_page_rounds_half_away_from_zero_and_never_shows_a_negative_z
     assert!(!page.contains("-0.0"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_name_is_shown_as_text_never_as_markup() {
     let app = TestApp::spawn().await;
     let device = device_with_readings(
@@ -345,7 +345,7 @@ async fn a_device_name_is_shown_as_text_never_as_markup() {
     assert!(page.contains("has not reported any reading yet"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_name_sits_in_an_isolating_element() {
     let app = TestApp::spawn().await;
     // A right-to-left name: without isolation its direction would run on into " indoor" and
@@ -363,7 +363,7 @@ async fn a_device_name_sits_in_an_isolating_element() {
     assert!(page.contains("aria-label=\"AQI of \u{2068}شرفة ٢\u{2069} by hour"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_location_map_is_shown_only_when_the_location_is_public() {
     let app = TestApp::spawn().await;
     let recent = [Utc::now() - TimeDelta::minutes(1)];
@@ -385,7 +385,7 @@ async fn the_location_map_is_shown_only_when_the_location_is_public() {
     assert!(shown.contains("leaflet.js"));
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn the_csv_link_of_the_device_page_downloads_its_readings() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -433,7 +433,7 @@ async fn csv_times(response: Response) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn each_csv_link_covers_the_span_of_the_chart_of_the_same_name() {
     let app = TestApp::spawn().await;
     app.clock.set(noon());
@@ -480,7 +480,7 @@ async fn page_at(app: &TestApp, path_and_query: &str) -> Response {
         .expect("request sent")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_export_format_the_server_does_not_know_is_422() {
     let app = TestApp::spawn().await;
     let device = device_with_readings(&app, "Garden", json!({ "is_public": true }), &[]).await;
@@ -492,7 +492,7 @@ async fn an_export_format_the_server_does_not_know_is_422() {
     assert_eq!(field_errors(&body), vec![fe("format", "enum", "query")]);
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_pages_404_varies_on_accept_and_is_revalidated() {
     let app = TestApp::spawn().await;
     let path = format!("/devices/{}", uuid::Uuid::new_v4());
@@ -512,7 +512,7 @@ async fn a_device_pages_404_varies_on_accept_and_is_revalidated() {
     assert_eq!(malformed.headers()["cache-control"], "no-cache");
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn private_unknown_and_malformed_device_pages_are_the_same_404() {
     let app = TestApp::spawn().await;
     let private = app.register_named("alice", "Private").await;

@@ -25,7 +25,7 @@ async fn refused_soon(app: &TestApp, device: &Value) -> u16 {
     status
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn both_processes_see_the_same_devices() {
     let first = TestApp::spawn().await;
     let second = first.spawn_peer().await;
@@ -35,7 +35,7 @@ async fn both_processes_see_the_same_devices() {
     second.upload_ok(&device, &sample()).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_key_rotated_through_one_process_is_refused_by_the_other() {
     let first = TestApp::spawn().await;
     let second = first.spawn_peer().await;
@@ -59,7 +59,7 @@ async fn a_key_rotated_through_one_process_is_refused_by_the_other() {
     second.upload_ok(&rotated, &sample()).await;
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_deleted_through_one_process_is_refused_by_the_other() {
     let first = TestApp::spawn().await;
     let second = first.spawn_peer().await;
@@ -81,7 +81,7 @@ async fn a_device_deleted_through_one_process_is_refused_by_the_other() {
     );
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_made_private_through_one_process_leaves_the_others_cached_map() {
     let first = TestApp::spawn().await;
     let second = first.spawn_peer().await;
@@ -158,7 +158,7 @@ async fn map_name_once(app: &TestApp, device: &Value, wanted: Option<&str>) -> O
     name
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_device_changed_through_one_process_changes_on_the_others_map() {
     let first = TestApp::spawn().await;
     let second = first

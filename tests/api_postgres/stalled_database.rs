@@ -12,7 +12,7 @@ use tokio_postgres::NoTls;
 
 use crate::common::{problem, TestApp};
 
-#[tokio::test]
+#[airq_test::test]
 async fn a_database_that_stops_answering_gets_a_500_and_reads_recover_once_it_answers() {
     let app = TestApp::spawn().await;
     app.register_named("stall-owner", "before the stall").await;

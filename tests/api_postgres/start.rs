@@ -26,7 +26,7 @@ async fn serve_with_questdb(schema: &TestSchema, questdb_pg: &str) -> Output {
         .expect("the run is joined")
 }
 
-#[tokio::test]
+#[airq_test::test]
 async fn an_unreachable_questdb_is_named_by_its_setting() {
     let schema = TestSchema::create().await;
     let output = serve_with_questdb(&schema, "postgres://admin:quest@127.0.0.1:9/qdb").await;

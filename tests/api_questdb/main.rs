@@ -4,9 +4,8 @@
 //! outage can show, `pipeline` what several flushes in flight must keep.
 //!
 //! Runs when PostgreSQL and QuestDB (`AIRQ_TEST_QUESTDB_ILP`, `AIRQ_TEST_QUESTDB_PG`) are
-//! reachable at build time (see `build.rs`); otherwise the pair is one ignored test that says why.
-
-#![cfg_attr(not(airq_test_questdb), allow(dead_code, unused_imports))]
+//! reachable when the binary runs; otherwise every test is ignored and the reason printed
+//! (`tests/support/trials.rs`).
 
 mod backend {
     pub const PAIR: crate::common::Pair = crate::common::Pair::QuestDb;
@@ -14,15 +13,14 @@ mod backend {
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../support/trials.rs"]
+mod trials;
 
 include!("contract_suite.rs");
 
-#[cfg(airq_test_questdb)]
 mod outage;
-#[cfg(airq_test_questdb)]
 mod pipeline;
 
-#[cfg(not(airq_test_questdb))]
-#[test]
-#[ignore = "AIRQ_TEST_POSTGRES_URL, AIRQ_TEST_QUESTDB_ILP or AIRQ_TEST_QUESTDB_PG is not set or unreachable: the QuestDB pair is skipped"]
-fn questdb_pair() {}
+fn main() -> std::process::ExitCode {
+    trials::run()
+}

@@ -15,7 +15,7 @@ async fn upload_all(app: &TestApp, device: &Value, count: usize) -> Vec<reqwest:
     futures_util::future::join_all(uploads).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_questdb_outage_answers_500_and_ingestion_recovers() {
     let relay = Relay::start(questdb_http_address()).await;
     let port = relay.port;

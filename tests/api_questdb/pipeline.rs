@@ -62,7 +62,7 @@ fn background_uploads(
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_right_after_each_201_includes_its_reading_under_concurrent_uploads() {
     let app = pipelined_app().await;
     let device = app.register_named("alice", "Balcony").await;
@@ -90,7 +90,7 @@ async fn a_read_right_after_each_201_includes_its_reading_under_concurrent_uploa
     assert!(acknowledged > 0, "the other uploads ran meanwhile");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_single_and_batch_uploads_over_several_senders_are_each_stored_once() {
     const DEVICES: usize = 6;
     const SINGLES: usize = 40;
@@ -160,7 +160,7 @@ async fn concurrent_single_and_batch_uploads_over_several_senders_are_each_store
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reading_resent_after_its_201_replaces_it_whichever_sender_carries_it() {
     let app = pipelined_app().await;
     let device = app.register_named("alice", "Balcony").await;

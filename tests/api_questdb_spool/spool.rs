@@ -42,7 +42,7 @@ async fn sample_count(app: &TestApp, device: &Value) -> Value {
     app.data_as("alice", &path).await["sample_count"].clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_while_questdb_is_away_are_answered_201_and_reach_it_once_it_is_back() {
     let relay = Relay::start(questdb_http_address()).await;
     let app = behind(&relay).await;
@@ -67,7 +67,7 @@ async fn uploads_while_questdb_is_away_are_answered_201_and_reach_it_once_it_is_
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_forwards_the_readings_the_spool_still_held() {
     let relay = Relay::start(questdb_http_address()).await;
     let app = behind(&relay).await;
@@ -87,7 +87,7 @@ async fn a_restart_forwards_the_readings_the_spool_still_held() {
     assert_eq!(app.stored_ids().await, acknowledged);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_holds_back_nothing_questdb_had_already_taken() {
     let relay = Relay::start(questdb_http_address()).await;
     let app = behind(&relay).await;
@@ -111,7 +111,7 @@ async fn a_restart_holds_back_nothing_questdb_had_already_taken() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[airq_test::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_the_spooled_readings_questdb_has_not_taken() {
     let relay = Relay::start(questdb_http_address()).await;
     let app = behind(&relay).await;
