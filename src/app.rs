@@ -221,6 +221,7 @@ impl Application {
             metrics,
             clock,
             body_timeout: config.body_timeout,
+            trusted_proxies: config.rate_limits.trusted_proxies.clone(),
             cors_origins: config.cors_origins.clone(),
             map_settings: config.map.clone(),
         });

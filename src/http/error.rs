@@ -162,6 +162,12 @@ pub enum ApiError {
     Panic(String),
 }
 
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        Self::RateLimited(refusal)
+    }
+}
+
 impl From<FieldErrors> for ApiError {
     fn from(errors: FieldErrors) -> Self {
         Self::Validation(errors)

@@ -17,6 +17,7 @@ pub mod access;
 pub mod authenticate;
 pub mod body;
 pub mod cacheable;
+pub mod client_address;
 pub mod connections;
 pub mod cors;
 pub mod error;

@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 
 use hyper::Method;
 
+use super::client_address::client_address;
 use super::error::ApiError;
 use super::routes::{air_quality, data, devices, meta, public};
 use super::state::AppState;
@@ -397,7 +398,11 @@ pub async fn dispatch(
     };
     if let Some(route) = routes.routes.iter().find(|route| route.method == wanted) {
         if matches!(route.access, Access::Public | Access::Page) {
-            state.limits.public(peer, request.headers())?;
+            state.limits.public(client_address(
+                peer,
+                request.headers(),
+                &state.trusted_proxies,
+            ))?;
         }
         return (route.handler)(request, state, params).await;
     }

@@ -9,6 +9,7 @@ pub mod public;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::domain::{DeviceUuid, Snapshot};
+use crate::http::client_address::client_address;
 use crate::http::connections::Peer;
 use crate::http::error::ApiError;
 use crate::http::export_slots::ExportSlot;
@@ -23,7 +24,7 @@ fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiErr
         .extensions()
         .get::<Peer>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.0);
-    let client = state.limits.client_address(peer, request.headers());
+    let client = client_address(peer, request.headers(), &state.trusted_proxies);
     Ok(state.exports.take(client)?)
 }
 
