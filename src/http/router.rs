@@ -17,10 +17,9 @@ use hyper::Method;
 
 use super::client_address::client_address;
 use super::error::ApiError;
-use super::routes::{air_quality, data, devices, meta, public};
+use super::routes::{air_quality, data, devices, meta, pages, public};
 use super::state::AppState;
 use super::{Request, Response};
-use crate::web;
 
 /// Who may call a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,33 +97,35 @@ pub static ROUTES: &[Route] = &[
         method: Method::GET,
         path: "/",
         access: Access::Page,
-        handler: |request, _, _| Box::pin(async move { web::home::show(&request) }),
+        handler: |request, _, _| Box::pin(async move { pages::home(&request) }),
     },
     Route {
         method: Method::GET,
         path: "/map",
         access: Access::Page,
-        handler: |request, state, _| Box::pin(async move { web::map_page::show(&request, state) }),
+        handler: |request, state, _| Box::pin(async move { pages::map(&request, state) }),
     },
     Route {
         method: Method::GET,
         path: "/devices/{id}",
         access: Access::Page,
-        handler: |request, state, path| Box::pin(web::device_page::show(request, state, path.id())),
+        handler: |request, state, path| Box::pin(pages::device(request, state, path.id())),
     },
     // the map library the pages load (`{id}`: a file name)
     Route {
         method: Method::GET,
         path: "/assets/leaflet-1.9.4/{id}",
         access: Access::Page,
-        handler: |request, _, path| Box::pin(async move { web::assets::show(&request, path.id()) }),
+        handler: |request, _, path| {
+            Box::pin(async move { pages::library_file(&request, path.id()) })
+        },
     },
     Route {
         method: Method::GET,
         path: "/assets/leaflet-1.9.4/images/{id}",
         access: Access::Page,
         handler: |request, _, path| {
-            Box::pin(async move { web::assets::show(&request, &format!("images/{}", path.id())) })
+            Box::pin(async move { pages::library_file(&request, &format!("images/{}", path.id())) })
         },
     },
     // service
@@ -274,7 +275,7 @@ pub static ROUTES: &[Route] = &[
         method: Method::GET,
         path: "/api/v1/public/devices/{id}/badge.svg",
         access: Access::Public,
-        handler: |request, state, path| Box::pin(web::badge::show(request, state, path.id())),
+        handler: |request, state, path| Box::pin(public::badge(request, state, path.id())),
     },
     Route {
         method: Method::GET,

@@ -4,6 +4,7 @@ pub mod air_quality;
 pub mod data;
 pub mod devices;
 pub mod meta;
+pub mod pages;
 pub mod public;
 
 use std::net::{IpAddr, Ipv4Addr};
