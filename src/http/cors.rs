@@ -17,8 +17,9 @@ use hyper::header::{
 };
 use hyper::{HeaderMap, StatusCode};
 
+use super::encodings::respond;
 use super::router::{self, Access};
-use super::{respond, Response};
+use super::Response;
 
 /// Paths outside the public area that any origin may read (and preflight): the OpenAPI document.
 pub const ANY_ORIGIN_PATHS: &[&str] = &["/api/v1/openapi.json"];
@@ -208,7 +209,7 @@ impl Policy {
 }
 
 /// The answer to `OPTIONS` on `path`, when it is a preflight this server grants: the public one
-/// ([`crate::http::cacheable::preflight`]) on any-origin paths; on an owner route from a listed
+/// ([`crate::http::encodings::cacheable::preflight`]) on any-origin paths; on an owner route from a listed
 /// origin, 204 granting `allow` (the route's methods) and the owner request headers. `None`:
 /// not a granted preflight (the caller answers 405).
 pub fn preflight(
@@ -219,7 +220,7 @@ pub fn preflight(
 ) -> Option<Response> {
     match Policy::for_request(path, headers, origins) {
         Policy::None => None,
-        Policy::Any => Some(super::cacheable::preflight()),
+        Policy::Any => Some(super::encodings::cacheable::preflight()),
         Policy::Listed(_) => {
             let mut response = respond::empty(StatusCode::NO_CONTENT);
             let headers = response.headers_mut();

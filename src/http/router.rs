@@ -15,8 +15,8 @@ use std::sync::LazyLock;
 
 use hyper::Method;
 
-use super::client_address::client_address;
 use super::error::ApiError;
+use super::guards::client_address::client_address;
 use super::routes::{air_quality, data, devices, meta, pages, public};
 use super::state::AppState;
 use super::{Request, Response};

@@ -10,10 +10,10 @@ pub mod public;
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::domain::{DeviceUuid, Snapshot};
-use crate::http::client_address::client_address;
-use crate::http::connections::Peer;
+use crate::http::edge::connections::Peer;
 use crate::http::error::ApiError;
-use crate::http::export_slots::ExportSlot;
+use crate::http::guards::client_address::client_address;
+use crate::http::guards::export_slots::ExportSlot;
 use crate::http::state::AppState;
 use crate::http::Request;
 use crate::read::current::{self, Current};

@@ -14,10 +14,11 @@ use maud::Markup;
 
 use super::public::public_device;
 use crate::domain::{BucketPlan, DeviceUuid, HistoricalQuery, Timeline};
-use crate::http::cacheable::{revalidate, Rendered};
+use crate::http::encodings::cacheable::{revalidate, Rendered};
+use crate::http::encodings::{negotiate, respond};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::http::{negotiate, respond, Request, Response};
+use crate::http::{Request, Response};
 use crate::read::{current, series};
 use crate::web::device_page::{self, DeviceData};
 use crate::web::layout::{Chrome, HTML};

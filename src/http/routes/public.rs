@@ -12,16 +12,16 @@ use crate::domain::field_errors::both;
 use crate::domain::{
     ClusterQuery, Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams,
 };
-use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
-use crate::http::error::ApiError;
-use crate::http::export_formats::{self, Format};
-use crate::http::negotiate;
-use crate::http::respond::Data;
-use crate::http::state::AppState;
-use crate::http::views::{
+use crate::http::encodings::cacheable::{max_age, revalidate, MapVariant, Rendered};
+use crate::http::encodings::export_formats::{self, Format};
+use crate::http::encodings::negotiate;
+use crate::http::encodings::respond::Data;
+use crate::http::encodings::views::{
     ClusterCollectionView, HistoricalView, MapEntryView, MapFeatureCollectionView,
     PublicDeviceView, SnapshotView,
 };
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use crate::http::{Request, Response};
 use crate::read::map::{MapEntry, MapState};
 use crate::read::{clusters, current, map, series};

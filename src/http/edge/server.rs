@@ -2,11 +2,11 @@
 //!
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
 //! panics caught: a panicking handler answers a 500 problem instead of dropping the connection;
-//! its answer adds one access line ([`super::access`]) and is counted on `/metrics` by route
+//! its answer adds one access line ([`crate::http::edge::access_log`]) and is counted on `/metrics` by route
 //! template, method and status class.
 //! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
 //! closed) within the shutdown timeout, closes what is still open after it, then returns
-//! ([`super::connections`]).
+//! ([`crate::http::edge::connections`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,14 +23,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
-use super::access::{self, IdentitySlot};
-use super::connections::{ConnectionSettings, Connections, Peer};
-use super::cors;
-use super::error::ApiError;
-use super::request_id::{self, RequestId};
-use super::state::AppState;
-use super::write_deadline::WriteDeadline;
-use super::{framing, router, Request, Response};
+use crate::http::cors;
+use crate::http::edge::access_log::{self, IdentitySlot};
+use crate::http::edge::connections::{ConnectionSettings, Connections, Peer};
+use crate::http::edge::framing;
+use crate::http::edge::request_id::{self, RequestId};
+use crate::http::edge::write_deadline::WriteDeadline;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::http::{router, Request, Response};
 
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -147,7 +148,7 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     headers.insert(request_id::HEADER, request_id.header_value());
     // Error answers included: a browser page reads the problem too.
     cors.apply(headers);
-    access::log(&access::Entry {
+    access_log::log(&access_log::Entry {
         method: &method,
         route,
         path: &path,
