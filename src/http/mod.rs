@@ -5,7 +5,8 @@
 //!   ([`edge::server`], which wraps every request: request id, logging, panic capture), the
 //!   connection cap, the write deadline, framing, request ids, reading bodies, the access log;
 //! - [`guards`]: who may do what, before a handler does anything: credentials, rate limits and
-//!   the client address they count, raw export slots;
+//!   the client address they count, raw export slots, the access each route declares and the
+//!   origins listed for the owner routes;
 //! - [`encodings`]: how answers are written: content negotiation, JSON values and numbers, views,
 //!   export formats, cacheable (tagged) answers, response bodies;
 //! - [`routes`]: the handlers, one file per resource, the pages' handlers among them.

@@ -19,6 +19,7 @@ use futures_util::FutureExt as _;
 use hyper::body::Body as _;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::Method;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
@@ -101,7 +102,8 @@ pub async fn serve(
     connections.close().await;
 }
 
-/// One request from `peer`: id, span, handler, panic capture, problem rendering, access line.
+/// One request from `peer`: id, span, the checks of the message, a granted CORS preflight or the
+/// routed handler, panic capture, problem rendering, access line.
 async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Response {
     let started = Instant::now();
     let identity = IdentitySlot::default();
@@ -123,6 +125,11 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
             });
         }
         framing::check(&request)?;
+        if request.method() == Method::OPTIONS {
+            if let Some(granted) = cors::preflight(&path, request.headers(), &state.cors_origins) {
+                return Ok(granted);
+            }
+        }
         router::dispatch(request, &path, peer, state).await
     };
     let outcome = AssertUnwindSafe(routed.instrument(span.clone()))
