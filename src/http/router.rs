@@ -4,8 +4,8 @@
 //! Everything else about routes is derived from that table, so adding one is one entry (plus its
 //! handler, OpenAPI entry and test): the path matching (by `matchit`), the `Allow` header of a 405,
 //! `HEAD` on every `GET` route, the CORS preflights ([`super::cors`] decides their headers from
-//! each path's access and `Allow` value, [`allow_of`]). The test suite checks the OpenAPI document and the
-//! README's endpoint table against the same table.
+//! each path's access and `Allow` value, [`allow_of`]). The test suite checks the OpenAPI document
+//! and the README's endpoint table against the same table.
 
 use std::collections::BTreeMap;
 use std::future::Future;

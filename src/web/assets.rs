@@ -6,7 +6,8 @@
 //! The files are compiled in, unchanged from the `leaflet@1.9.4` npm package (the pages load them
 //! with the same subresource integrity as from a CDN, and a test checks it). Their path names the
 //! version, so they never change under it: a year's `Cache-Control`, `immutable`, and a strong
-//! `ETag` for the revalidations that happen anyway (set by their route, `crate::http::routes::pages`).
+//! `ETag` for the revalidations that happen anyway (set by their route,
+//! `crate::http::routes::pages`).
 
 /// Where the files are served from: the default of `AIRQ_MAP_LIBRARY_URL`.
 pub const LEAFLET_PATH: &str = "/assets/leaflet-1.9.4/";

@@ -1,12 +1,11 @@
 //! The accept loop and the per-request wrapper.
 //!
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
-//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection;
-//! its answer adds one access line ([`crate::http::edge::access_log`]) and is counted on `/metrics` by route
-//! template, method and status class.
-//! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
-//! closed) within the shutdown timeout, closes what is still open after it, then returns
-//! ([`crate::http::edge::connections`]).
+//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection; its
+//! answer adds one access line ([`crate::http::edge::access_log`]) and is counted on `/metrics` by
+//! route template, method and status class. Shutdown stops accepting, lets in-flight requests
+//! finish (idle keep-alive connections are closed) within the shutdown timeout, closes what is
+//! still open after it, then returns ([`crate::http::edge::connections`]).
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -9,7 +9,7 @@
 //! - It refuses valid JSON whose numbers lie beyond `f64` (`1e400`) or beyond the 64-bit integers
 //!   (`-10000000000000000000`). JSON sets no such bound, and such a number in a field the server
 //!   does not know must be ignored like the field. Such text is read again with those numbers
-//!   saturated ([`crate::http::encodings::json_numbers`]), so it parses, and a known field holding one fails its
+//!   saturated ([`super::json_numbers`]), so it parses, and a known field holding one fails its
 //!   bound check (422 `maximum`/`minimum`) like any other value out of range.
 //!
 //! Of repeated members in an object, the last one counts (as in JavaScript and most parsers).

@@ -5,8 +5,9 @@
 //!   costs the device nothing, and before the body is read.
 //! - **Public routes** are limited per client address: the TCP peer, or, when the peer is one of
 //!   the trusted proxies, the right-most address of `X-Forwarded-For` that is not (found by
-//!   [`crate::http::guards::client_address`], which the caller asks first). An IPv6 client counts per /64, the smallest network a host is handed,
-//!   so one host cannot multiply its allowance by cycling through its own addresses.
+//!   [`super::client_address`], which the caller asks first). An IPv6 client counts per /64, the
+//!   smallest network a host is handed, so one host cannot multiply its allowance by cycling
+//!   through its own addresses.
 //! - A rate of 0 turns a limit off. Owner and service routes are never limited.
 //!
 //! With a rate of R a minute and a burst of B, a key that has been quiet may send B requests at
@@ -82,7 +83,7 @@ pub struct RateLimitConfig {
     pub device: Rate,
     /// Public requests per client address.
     pub public: Rate,
-    /// Proxies whose `X-Forwarded-For` names the client ([`crate::http::guards::client_address`]): set beside
+    /// Proxies whose `X-Forwarded-For` names the client ([`super::client_address`]): set beside
     /// the limits because the public limit is the first thing keyed by it.
     pub trusted_proxies: TrustedProxies,
 }
@@ -207,7 +208,7 @@ impl RateLimits {
         }
     }
 
-    /// Counts a public request of `client` (its [`crate::http::guards::client_address`]).
+    /// Counts a public request of `client` (its [`super::client_address`]).
     pub fn public(&self, client: IpAddr) -> Result<(), Refusal> {
         match &self.public {
             Some(limit) => limit
