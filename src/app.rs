@@ -17,11 +17,12 @@ use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::data_dir::{DataDirError, DataDirLock};
-use crate::http::cacheable::MapCache;
-use crate::http::connections::ConnectionSettings;
-use crate::http::export_slots::ExportSlots;
-use crate::http::rate_limit::{RateLimits, SweeperGuard};
-use crate::http::{server, AppState};
+use crate::http::edge::connections::ConnectionSettings;
+use crate::http::edge::server;
+use crate::http::encodings::cacheable::MapCache;
+use crate::http::guards::export_slots::ExportSlots;
+use crate::http::guards::rate_limit::{RateLimits, SweeperGuard};
+use crate::http::AppState;
 use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::ingest_log::IngestLog;
@@ -221,6 +222,7 @@ impl Application {
             metrics,
             clock,
             body_timeout: config.body_timeout,
+            trusted_proxies: config.rate_limits.trusted_proxies.clone(),
             cors_origins: config.cors_origins.clone(),
             map_settings: config.map.clone(),
         });

@@ -15,10 +15,11 @@ use crate::domain::{OwnerId, RawRetention};
 
 /// How often the raw retention's pruner sweeps (tests set [`Config::retention_sweep`]).
 const RETENTION_SWEEP: Duration = Duration::from_secs(60);
-pub use crate::http::connections::ConnectionSettings;
-pub use crate::http::cors::CorsOrigins;
-pub use crate::http::export_slots::ExportLimits;
-pub use crate::http::rate_limit::{Rate, RateLimitConfig, TrustedProxies};
+pub use crate::http::edge::connections::ConnectionSettings;
+pub use crate::http::guards::client_address::TrustedProxies;
+pub use crate::http::guards::cors_origins::CorsOrigins;
+pub use crate::http::guards::export_slots::ExportLimits;
+pub use crate::http::guards::rate_limit::{Rate, RateLimitConfig};
 pub use crate::store::batch_writer::BatchConfig;
 pub use crate::store::questdb::{QuestDbConfig, TableName};
 pub use crate::store::sqlite::FoldConfig;

@@ -6,7 +6,6 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::load::Plan;
-use crate::verify::VerifyMode;
 
 /// airq-bench: drives a running airq (loopback only) like a sensor fleet, owners and map widgets
 /// do, and reports throughput, latency percentiles (HDR histogram), errors and lost readings.
@@ -139,6 +138,21 @@ pub struct FleetArgs {
 }
 
 /// Where a generated fleet's devices are.
+/// How stored readings are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyMode {
+    /// `sqlite` when `<data-dir>/airq.db` exists, else `api`.
+    Auto,
+    /// Count rows in the SQLite file (exact).
+    Sqlite,
+    /// Count rows per device in the QuestDB table named by `AIRQ_QUESTDB_TABLE` at `AIRQ_QUESTDB_PG` (exact).
+    Questdb,
+    /// Sum `sample_count` of each device's current snapshot (exact for fresh devices and short runs).
+    Api,
+    /// No check.
+    None,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Homes {
     /// Evenly over the inhabited latitudes.

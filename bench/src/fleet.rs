@@ -17,7 +17,7 @@ use hyper::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use crate::client::{bearer, Lane, Target};
-use crate::generator::Rng;
+use crate::rng::Rng;
 use crate::BoxError;
 
 /// One registered device.

@@ -26,6 +26,7 @@ mod load;
 mod map;
 mod map_poll;
 mod reads;
+mod rng;
 mod rss;
 mod seed;
 mod server_metrics;

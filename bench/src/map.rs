@@ -2,7 +2,7 @@
 //!
 //! Builds `--devices` synthetic map entries (public, located; most in a few hundred towns, the
 //! rest spread over the inhabited latitudes; a tenth offline) and measures, with the server's
-//! own code (`airq::read::clusters`, `airq::http::cacheable::MapCache`, the feed's view):
+//! own code (`airq::read::clusters`, `airq::http::encodings::cacheable::MapCache`, the feed's view):
 //! - the rebuild after a cache period: the Z-order sort and every zoom's grid, 0 to 16, on one
 //!   core (what the first requests of a period pay, at most once per zoom);
 //! - bytes per response, plain and gzip, for a world view (zoom 2, no box) and a city view
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use airq::domain::{BoundingBox, DeviceName, DeviceUuid, LatestLocated, LocatedAt, Status, Zoom};
-use airq::http::cacheable::{MapCache, MapVariant, Rendered};
-use airq::http::views::{ClusterCollectionView, MapFeatureCollectionView};
+use airq::http::encodings::cacheable::{MapCache, MapVariant, Rendered};
+use airq::http::encodings::views::{ClusterCollectionView, MapFeatureCollectionView};
 use airq::metrics::{CacheName, ServerMetrics};
 use airq::read::clusters::ClusterIndex;
 use airq::read::map::{MapEntry, MapMember, MapState};

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::cli::{FleetArgs, LoadArgs, TargetArgs, UploadArgs};
+use crate::cli::{FleetArgs, LoadArgs, TargetArgs, UploadArgs, VerifyMode};
 use crate::client::Target;
 use crate::fleet::{load_or_register, owner_token, Obtained, Registration};
 use crate::generator::UploadWorkload;
 use crate::stats::RunSummary;
-use crate::verify::{Counter, Verdict, VerifyMode};
+use crate::verify::{Counter, Verdict};
 use crate::{rss, server_metrics, BoxError};
 
 /// Registration settings from the flags.

@@ -35,24 +35,10 @@ use hyper::StatusCode;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{json, Value};
 
+use crate::cli::VerifyMode;
 use crate::client::{Lane, Target};
 use crate::fleet::Device;
 use crate::BoxError;
-
-/// How stored readings are counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum VerifyMode {
-    /// `sqlite` when `<data-dir>/airq.db` exists, else `api`.
-    Auto,
-    /// Count rows in the SQLite file (exact).
-    Sqlite,
-    /// Count rows per device in the QuestDB table named by `AIRQ_QUESTDB_TABLE` at `AIRQ_QUESTDB_PG` (exact).
-    Questdb,
-    /// Sum `sample_count` of each device's current snapshot (exact for fresh devices and short runs).
-    Api,
-    /// No check.
-    None,
-}
 
 /// The resolved way of counting.
 #[derive(Debug, Clone)]

@@ -141,7 +141,7 @@ mod tests {
     }
 
     fn owned(value: &Value) -> JsonDocument {
-        crate::http::json_value::parse(value.to_string().as_bytes())
+        crate::http::encodings::json_value::parse(value.to_string().as_bytes())
             .expect("serde_json writes JSON")
     }
 

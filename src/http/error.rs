@@ -12,9 +12,9 @@ use hyper::header::{
 use hyper::StatusCode;
 use serde::Serialize;
 
-use super::export_slots::ExportsBusy;
-use super::rate_limit::Refusal;
-use super::request_id::RequestId;
+use super::edge::request_id::RequestId;
+use super::guards::export_slots::ExportsBusy;
+use super::guards::rate_limit::Refusal;
 use super::Response;
 use crate::auth::{AuthError, JwksError};
 use crate::domain::Limit;
@@ -160,6 +160,12 @@ pub enum ApiError {
     /// The handler panicked.
     #[error("the handler panicked: {0}")]
     Panic(String),
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        Self::RateLimited(refusal)
+    }
 }
 
 impl From<FieldErrors> for ApiError {
@@ -407,7 +413,7 @@ impl ApiError {
             errors: fields.as_slice(),
         };
         let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
-        let mut response = hyper::Response::new(super::respond::full(Bytes::from(body)));
+        let mut response = hyper::Response::new(super::encodings::respond::full(Bytes::from(body)));
         *response.status_mut() = status;
         let response_headers = response.headers_mut();
         response_headers.insert(

@@ -1,40 +1,39 @@
 //! The HTTP edge: a hyper 1.x server without a framework.
 //!
-//! [`server`] accepts connections and wraps every request (request id, logging, panic capture);
-//! [`router`] maps (method, path segments) to a handler in [`routes`]; handlers are thin: they
-//! authenticate the caller ([`authenticate`]), parse path, query and body ([`body`]) into domain types,
-//! call a store trait, and render a view ([`views`]). Every failure is an [`error::ApiError`],
-//! which becomes an RFC 9457 problem in exactly one `match`.
+//! The folder is grouped by what a file does for a request, so a reader finds a rule by its kind:
+//! - [`edge`]: the connection and the message, before any route is chosen: the accept loop
+//!   ([`edge::server`], which wraps every request: request id, logging, panic capture), the
+//!   connection cap, the write deadline, framing, request ids, reading bodies, the access log;
+//! - [`guards`]: who may do what, before a handler does anything: credentials, rate limits and
+//!   the client address they count, raw export slots, the access each route declares and the
+//!   origins listed for the owner routes;
+//! - [`encodings`]: how answers are written: content negotiation, JSON values and numbers, views,
+//!   export formats, cacheable (tagged) answers, response bodies;
+//! - [`routes`]: the handlers, one file per resource, the pages' handlers among them.
+//!
+//! Four files span them and stay at the top: [`router`] (the route table, which maps (method,
+//! path) to a handler), [`cors`] (which answers browsers on other sites may read, read from the
+//! table), [`state`] (what every handler can reach) and [`error`] (every failure is an
+//! [`error::ApiError`], which becomes an RFC 9457 problem in exactly one `match`). Handlers are
+//! thin: they authenticate the caller ([`guards::authenticate`]), parse path, query and body
+//! ([`edge::body`]) into domain types, call a store trait, and render a view
+//! ([`encodings::views`]).
 //!
 //! Checks run in `docs/api.md`'s "Order of checks", after the request target's length (414, in
-//! [`server`]) and the message's framing (400 for its `Host` or a transfer coding,
-//! [`framing`]): credentials (401) → path and query (422) → content type (415) → body size (413) →
-//! JSON syntax and nesting (400, [`json_value`]) → validation (422) → existence (404). Rate
-//! limits ([`rate_limit`]) come first on public routes and right after the credentials on
-//! uploads (401, then 429), always before the body is read.
+//! [`edge::server`]) and the message's framing (400 for its `Host` or a transfer coding,
+//! [`edge::framing`]): credentials (401) → path and query (422) → content type (415) → body size
+//! (413) → JSON syntax and nesting (400, [`encodings::json_value`]) → validation (422) →
+//! existence (404). Rate limits ([`guards::rate_limit`]) come first on public routes and right
+//! after the credentials on uploads (401, then 429), always before the body is read.
 
-pub mod access;
-pub mod authenticate;
-pub mod body;
-pub mod cacheable;
-pub mod connections;
 pub mod cors;
+pub mod edge;
+pub mod encodings;
 pub mod error;
-pub mod export_formats;
-pub mod export_slots;
-pub mod framing;
-pub mod json_numbers;
-pub mod json_value;
-pub mod negotiate;
-pub mod rate_limit;
-pub mod request_id;
-pub mod respond;
+pub mod guards;
 pub mod router;
 pub mod routes;
-pub mod server;
 pub mod state;
-pub mod views;
-pub mod write_deadline;
 
 pub use state::AppState;
 

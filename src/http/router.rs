@@ -4,8 +4,8 @@
 //! Everything else about routes is derived from that table, so adding one is one entry (plus its
 //! handler, OpenAPI entry and test): the path matching (by `matchit`), the `Allow` header of a 405,
 //! `HEAD` on every `GET` route, the CORS preflights ([`super::cors`] decides their headers from
-//! each path's access and `Allow` value). The test suite checks the OpenAPI document and the
-//! README's endpoint table against the same table.
+//! each path's access and `Allow` value, [`allow_of`]). The test suite checks the OpenAPI document
+//! and the README's endpoint table against the same table.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,42 +16,11 @@ use std::sync::LazyLock;
 use hyper::Method;
 
 use super::error::ApiError;
-use super::routes::{air_quality, data, devices, meta, public};
+use super::guards::access::{any_origin, Access, PUBLIC_AREA};
+use super::guards::client_address::client_address;
+use super::routes::{air_quality, data, devices, meta, pages, public};
 use super::state::AppState;
 use super::{Request, Response};
-use crate::web;
-
-/// Who may call a route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Anyone, from any web origin (CORS `*`, preflight answered).
-    Public,
-    /// An owner, with a bearer token (CORS only for the origins of `AIRQ_CORS_ORIGINS`).
-    Owner,
-    /// A device, with its `X-Device-ID` / `X-Device-Key`.
-    Device,
-    /// Anyone, for operators and tooling: health, readiness, metrics, the OpenAPI document.
-    Service,
-    /// Anyone, a page for people (HTML, [`crate::web`]): counted against the public rate limit
-    /// like the public routes, but without CORS (a page is navigated to, not fetched by scripts
-    /// of other sites).
-    Page,
-}
-
-impl Access {
-    /// The README's word for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Public | Self::Service | Self::Page => "none",
-            Self::Owner => "owner",
-            Self::Device => "device",
-        }
-    }
-}
-
-/// Every path under this prefix is public, also one that matches no route (its 404 is readable
-/// by widgets on any site too).
-pub const PUBLIC_AREA: &str = "/api/v1/public/";
 
 /// The path parameters of a matched route (the table's templates have at most `{id}`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,33 +66,35 @@ pub static ROUTES: &[Route] = &[
         method: Method::GET,
         path: "/",
         access: Access::Page,
-        handler: |request, _, _| Box::pin(async move { web::home::show(&request) }),
+        handler: |request, _, _| Box::pin(async move { pages::home(&request) }),
     },
     Route {
         method: Method::GET,
         path: "/map",
         access: Access::Page,
-        handler: |request, state, _| Box::pin(async move { web::map_page::show(&request, state) }),
+        handler: |request, state, _| Box::pin(async move { pages::map(&request, state) }),
     },
     Route {
         method: Method::GET,
         path: "/devices/{id}",
         access: Access::Page,
-        handler: |request, state, path| Box::pin(web::device_page::show(request, state, path.id())),
+        handler: |request, state, path| Box::pin(pages::device(request, state, path.id())),
     },
     // the map library the pages load (`{id}`: a file name)
     Route {
         method: Method::GET,
         path: "/assets/leaflet-1.9.4/{id}",
         access: Access::Page,
-        handler: |request, _, path| Box::pin(async move { web::assets::show(&request, path.id()) }),
+        handler: |request, _, path| {
+            Box::pin(async move { pages::library_file(&request, path.id()) })
+        },
     },
     Route {
         method: Method::GET,
         path: "/assets/leaflet-1.9.4/images/{id}",
         access: Access::Page,
         handler: |request, _, path| {
-            Box::pin(async move { web::assets::show(&request, &format!("images/{}", path.id())) })
+            Box::pin(async move { pages::library_file(&request, &format!("images/{}", path.id())) })
         },
     },
     // service
@@ -273,7 +244,7 @@ pub static ROUTES: &[Route] = &[
         method: Method::GET,
         path: "/api/v1/public/devices/{id}/badge.svg",
         access: Access::Public,
-        handler: |request, state, path| Box::pin(web::badge::show(request, state, path.id())),
+        handler: |request, state, path| Box::pin(public::badge(request, state, path.id())),
     },
     Route {
         method: Method::GET,
@@ -353,7 +324,7 @@ fn allowed_methods(routes: &[&'static Route]) -> Vec<&'static str> {
     }
     if routes
         .first()
-        .is_some_and(|route| super::cors::any_origin(Some(route.access), route.path))
+        .is_some_and(|route| any_origin(Some(route.access), route.path))
     {
         methods.push("OPTIONS");
     }
@@ -376,11 +347,18 @@ pub fn template_of(path: &str) -> Option<&'static str> {
     routes.routes.first().map(|route| route.path)
 }
 
+/// The `Allow` value of the path `path` matches (its declared methods, `HEAD` and `OPTIONS` as
+/// derived), `None` when no route does.
+pub fn allow_of(path: &str) -> Option<&'static str> {
+    let (routes, _) = TABLE.find(path)?;
+    Some(&routes.allow)
+}
+
 /// Routes a request to its handler; `path` is the request's path (the caller keeps a copy for
 /// its log line and problem `instance`, and the path parameters borrow from it), `peer` the
 /// address it came from. A request that reaches a public route's or a page's handler (`GET`,
-/// `HEAD`) first counts against the public rate limit of its client address; preflights and 405s
-/// do not.
+/// `HEAD`) first counts against the public rate limit of its client address; 405s do not, nor
+/// do the preflights the server grants before it routes ([`super::cors::preflight`]).
 pub async fn dispatch(
     request: Request,
     path: &str,
@@ -397,16 +375,13 @@ pub async fn dispatch(
     };
     if let Some(route) = routes.routes.iter().find(|route| route.method == wanted) {
         if matches!(route.access, Access::Public | Access::Page) {
-            state.limits.public(peer, request.headers())?;
+            state.limits.public(client_address(
+                peer,
+                request.headers(),
+                &state.trusted_proxies,
+            ))?;
         }
         return (route.handler)(request, state, params).await;
-    }
-    if method == Method::OPTIONS {
-        let granted =
-            super::cors::preflight(path, request.headers(), &state.cors_origins, &routes.allow);
-        if let Some(response) = granted {
-            return Ok(response);
-        }
     }
     Err(ApiError::MethodNotAllowed {
         allow: &routes.allow,

@@ -6,10 +6,11 @@ use std::time::Duration;
 use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
 use crate::domain::RawRetention;
-use crate::http::cacheable::MapCache;
-use crate::http::cors::CorsOrigins;
-use crate::http::export_slots::ExportSlots;
-use crate::http::rate_limit::RateLimits;
+use crate::http::encodings::cacheable::MapCache;
+use crate::http::guards::client_address::TrustedProxies;
+use crate::http::guards::cors_origins::CorsOrigins;
+use crate::http::guards::export_slots::ExportSlots;
+use crate::http::guards::rate_limit::RateLimits;
 use crate::metrics::ServerMetrics;
 use crate::store::batch_writer::BatchWriter;
 use crate::store::{DeviceStore, ReadingStore};
@@ -44,6 +45,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// How long a request body may take to arrive in full.
     pub body_timeout: Duration,
+    /// The proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
     /// The origins that may read owner routes from a browser.
     pub cors_origins: CorsOrigins,
     /// Where the pages' map library and tiles come from.

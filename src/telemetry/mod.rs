@@ -1,8 +1,8 @@
 //! Structured logs. `RUST_LOG` filters (default `info`); lines go to stderr, as text or as one
 //! JSON object per line ([`LogFormat`]), without ANSI colours unless stderr is a terminal. Every
-//! request adds one access line, target `airq::access` ([`crate::http::access`]). Lines below
-//! `WARN` are written in batches, at most [`FLUSH_EVERY`] after they were logged ([`buffered`]:
-//! a `write` per request cost the workers more than the access line itself).
+//! request adds one access line, target `airq::access` ([`crate::http::edge::access_log`]). Lines
+//! below `WARN` are written in batches, at most [`FLUSH_EVERY`] after they were logged
+//! ([`buffered`]: a `write` per request cost the workers more than the access line itself).
 //!
 //! Nothing logs a device key or a bearer token: keys exist in clear only inside the response that
 //! issues them, tokens only inside the authenticator, and request logs carry the path, never the

@@ -6,14 +6,8 @@
 //! The files are compiled in, unchanged from the `leaflet@1.9.4` npm package (the pages load them
 //! with the same subresource integrity as from a CDN, and a test checks it). Their path names the
 //! version, so they never change under it: a year's `Cache-Control`, `immutable`, and a strong
-//! `ETag` for the revalidations that happen anyway.
-
-use bytes::Bytes;
-use hyper::header::{HeaderValue, X_CONTENT_TYPE_OPTIONS};
-
-use crate::http::cacheable::Rendered;
-use crate::http::error::ApiError;
-use crate::http::{Request, Response};
+//! `ETag` for the revalidations that happen anyway (set by their route,
+//! `crate::http::routes::pages`).
 
 /// Where the files are served from: the default of `AIRQ_MAP_LIBRARY_URL`.
 pub const LEAFLET_PATH: &str = "/assets/leaflet-1.9.4/";
@@ -62,19 +56,10 @@ const FILES: &[(&str, &str, &[u8])] = &[
     ),
 ];
 
-/// `GET /assets/leaflet-1.9.4/{file}` and `…/images/{file}`: `name` is the path below
-/// [`LEAFLET_PATH`].
-pub fn show(request: &Request, name: &str) -> Result<Response, ApiError> {
-    let Some((_, media_type, bytes)) = FILES.iter().find(|(file, _, _)| *file == name) else {
-        return Err(ApiError::NotFound("no such file of the map library"));
-    };
-    let rendered = Rendered::tagged_as(Bytes::from_static(bytes), media_type);
-    let mut response = rendered.respond(
-        request.headers(),
-        HeaderValue::from_static("public, max-age=31536000, immutable"),
-    );
-    response
-        .headers_mut()
-        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    Ok(response)
+/// The file at `name` (the path below [`LEAFLET_PATH`]): its media type and bytes.
+pub fn file(name: &str) -> Option<(&'static str, &'static [u8])> {
+    FILES
+        .iter()
+        .find(|(file, _, _)| *file == name)
+        .map(|&(_, media_type, bytes)| (media_type, bytes))
 }

@@ -3,20 +3,13 @@
 //!
 //! The value is the current snapshot's AQI (the mean of the last hour). An offline device's badge
 //! says so in grey instead of showing an old value as if it were current; a device without
-//! readings says "no data". The badge is a public route: CORS, rate limit, an `ETag` from its
-//! bytes (`If-None-Match` → 304) and `Cache-Control: no-cache`, like the device's JSON.
+//! readings says "no data". Its route (`crate::http::routes::public`) is a public one: CORS, rate
+//! limit, an `ETag` from its bytes (`If-None-Match` → 304) and `Cache-Control: no-cache`, like
+//! the device's JSON.
 
-use bytes::Bytes;
-use hyper::header::{HeaderValue, X_CONTENT_TYPE_OPTIONS};
 use maud::{html, Markup};
 
-use crate::domain::{AqiCategory, DeviceUuid, Snapshot, Status};
-use crate::http::cacheable::{revalidate, Rendered};
-use crate::http::error::ApiError;
-use crate::http::routes::public::public_device;
-use crate::http::state::AppState;
-use crate::http::{Request, Response};
-use crate::read::current;
+use crate::domain::{AqiCategory, Snapshot, Status};
 
 /// The badge's media type.
 pub const SVG: &str = "image/svg+xml";
@@ -26,26 +19,6 @@ const LABEL: &str = "AQI";
 const GREY: &str = "#555";
 /// Background of a message that is not current air quality (the pages' grey, one shade).
 const MUTED: &str = super::layout::NOT_CURRENT;
-
-/// `GET /api/v1/public/devices/{id}/badge.svg`.
-pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
-    let snapshot = current::snapshot(
-        state.readings.as_ref(),
-        &[device.id],
-        state.clock.now(),
-        state.raw_retention,
-    )
-    .await?
-    .known();
-    let svg = render(snapshot.as_ref()).into_string();
-    let mut response =
-        Rendered::tagged_as(Bytes::from(svg), SVG).respond(request.headers(), revalidate());
-    response
-        .headers_mut()
-        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    Ok(response)
-}
 
 /// The message and its colours for a snapshot.
 fn message(snapshot: Option<&Snapshot>) -> (String, &'static str, &'static str) {

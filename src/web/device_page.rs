@@ -7,31 +7,20 @@
 //! only when the owner publishes it, and links to the raw CSV export over the charts' spans.
 //! Numbers and the name are written by [`super::text`]. Times are UTC.
 //! A device that is not public, or not there, or an id that is no UUID, gets the not-found
-//! answer ([`super::not_found`]), the same for all three.
+//! page ([`super::not_found`]), the same for all three; its route
+//! (`crate::http::routes::pages`) reads the [`DeviceData`] this file renders.
 
 use chrono::{DateTime, Days, NaiveTime, SecondsFormat, Utc};
-use chrono_tz::Tz;
 use maud::{html, Markup};
 
 use super::chart::AqiChart;
 use super::layout::{self, aqi_chip, offline_aqi_chip, Chrome, NOT_CURRENT};
 use super::map_page::{library_script, library_style};
-use super::not_found;
 use super::settings::MapSettings;
 use super::text::{decimal, display_name, isolated};
 use crate::domain::snapshot::{window, WINDOW};
-use crate::domain::{
-    AqiCategory, BucketPlan, Device, DeviceUuid, HistoricalQuery, Measure, Snapshot, Status,
-    Timeline,
-};
-use crate::http::error::ApiError;
-use crate::http::routes::public::public_device;
-use crate::http::state::AppState;
-use crate::http::{Request, Response};
+use crate::domain::{AqiCategory, BucketPlan, Device, DeviceUuid, Measure, Snapshot, Status};
 use crate::read::series::Series;
-use crate::read::{current, series};
-
-const NOT_PUBLIC: &str = "no public device with this id";
 
 /// Everything the page shows, read at one moment.
 #[derive(Debug)]
@@ -46,41 +35,6 @@ pub struct DeviceData {
     pub month: (BucketPlan, Series),
     /// When it was read.
     pub now: DateTime<Utc>,
-}
-
-/// `GET /devices/{id}`.
-pub async fn show(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
-    let Ok(id) = DeviceUuid::parse_path(id) else {
-        return not_found::answer(request.headers(), NOT_PUBLIC);
-    };
-    let device = match public_device(state, id).await {
-        Err(ApiError::NotFound(_)) => return not_found::answer(request.headers(), NOT_PUBLIC),
-        found => found?,
-    };
-    let now = state.clock.now();
-    let readings = state.readings.as_ref();
-    let ids = [device.id];
-    let query = |timeline| HistoricalQuery {
-        timeline,
-        tz: Tz::UTC,
-    };
-    let (snapshot, day, month) = tokio::try_join!(
-        current::snapshot(readings, &ids, now, state.raw_retention),
-        series::timeline(readings, &ids, query(Timeline::Daily), now),
-        series::timeline(readings, &ids, query(Timeline::Monthly), now),
-    )?;
-    let data = DeviceData {
-        device,
-        snapshot: snapshot.known(),
-        day: (BucketPlan::timeline(Timeline::Daily, Tz::UTC, now), day),
-        month: (BucketPlan::timeline(Timeline::Monthly, Tz::UTC, now), month),
-        now,
-    };
-    let chrome = Chrome::from_query(request.uri().query());
-    Ok(layout::respond(
-        render(&data, &state.map_settings, chrome),
-        request.headers(),
-    ))
 }
 
 /// The page.
@@ -253,8 +207,10 @@ fn range_title(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use chrono_tz::Tz;
+
     use super::*;
-    use crate::domain::{DeviceFlags, DeviceId, DeviceName, OwnerId};
+    use crate::domain::{DeviceFlags, DeviceId, DeviceName, OwnerId, Timeline};
 
     fn data(name: &str, flags: DeviceFlags) -> DeviceData {
         let now = DateTime::parse_from_rfc3339("2026-11-21T14:05:00Z")

@@ -2,14 +2,12 @@
 //! what airq is, where the map, the API document and the health checks are, and the first steps
 //! of the README, so nobody meets a JSON 404 at the root.
 //!
-//! Like the map page it is static for the life of the process (the version is its only input),
-//! tagged and revalidated through [`layout::respond`].
+//! Like the map page it is static for the life of the process (the version is its only input);
+//! its route (`crate::http::routes::pages`) tags and revalidates it like every page.
 
 use maud::{html, Markup};
 
 use super::layout::{self, Chrome};
-use crate::http::error::ApiError;
-use crate::http::{Request, Response};
 
 /// The commands of the first steps, as the README's "Try it" runs them (against this server's
 /// default address; a token from the data directory's local issuer).
@@ -53,9 +51,4 @@ pub fn render() -> Markup {
         }
     };
     layout::document("airq", Chrome::Full, html! {}, body)
-}
-
-/// `GET /`.
-pub fn show(request: &Request) -> Result<Response, ApiError> {
-    Ok(layout::respond(render(), request.headers()))
 }

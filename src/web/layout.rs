@@ -1,14 +1,10 @@
 //! What every page shares: the document skeleton, the style sheet, the header and footer
-//! ("chrome", left out of embedded pages), and the response that carries a page.
+//! ("chrome", left out of embedded pages), and the media type of every page (the response that
+//! carries one is made by its route, `crate::http::routes::pages`).
 
-use bytes::Bytes;
-use hyper::header::{HeaderValue, X_CONTENT_TYPE_OPTIONS};
-use hyper::HeaderMap;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::domain::AqiCategory;
-use crate::http::cacheable::{revalidate, Rendered};
-use crate::http::Response;
 
 /// The media type of every page.
 pub const HTML: &str = "text/html; charset=utf-8";
@@ -132,17 +128,6 @@ pub fn legend() -> Markup {
             }
         }
     }
-}
-
-/// A page as a 200 answer: tagged with a hash of its bytes (`If-None-Match` → 304) and
-/// revalidated on every use, as the public device routes are.
-pub fn respond(page: Markup, request_headers: &HeaderMap) -> Response {
-    let rendered = Rendered::tagged_as(Bytes::from(page.into_string()), HTML);
-    let mut response = rendered.respond(request_headers, revalidate());
-    response
-        .headers_mut()
-        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    response
 }
 
 #[cfg(test)]

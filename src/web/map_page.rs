@@ -16,9 +16,6 @@ use maud::{html, Markup, PreEscaped};
 
 use super::layout::{self, Chrome};
 use super::settings::MapSettings;
-use crate::http::error::ApiError;
-use crate::http::state::AppState;
-use crate::http::{Request, Response};
 
 /// The script of the map and of the device page's location map.
 pub const SCRIPT: &str = include_str!("map.js");
@@ -83,13 +80,6 @@ pub fn render(settings: &MapSettings, chrome: Chrome, poll: Duration) -> Markup 
         library_style(settings),
         body,
     )
-}
-
-/// `GET /map[?embed=1]`.
-pub fn show(request: &Request, state: &AppState) -> Result<Response, ApiError> {
-    let chrome = Chrome::from_query(request.uri().query());
-    let page = render(&state.map_settings, chrome, poll_interval(state.map_ttl));
-    Ok(layout::respond(page, request.headers()))
 }
 
 #[cfg(test)]

@@ -2,6 +2,12 @@
 //! (`/devices/{id}`), the embeddable AQI badge (`/api/v1/public/devices/{id}/badge.svg`) and the
 //! not-found page they share.
 //!
+//! This module only renders: each file turns data it is given into HTML, SVG or script, and
+//! imports nothing of `http`. What a page shows is read, and the answer that carries it is made,
+//! by its route beside the API's (`crate::http::routes::pages`, the badge in
+//! `crate::http::routes::public`), so the route table points down into the pages and the pages
+//! never point back up.
+//!
 //! Pages are rendered on the server with `maud`: markup written as Rust, checked when the crate
 //! compiles, and every value spliced into it HTML-escaped unless it is explicitly marked as
 //! markup, so a device name (user input) can never become markup. Pages read the same store

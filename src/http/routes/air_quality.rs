@@ -5,11 +5,13 @@ use hyper::StatusCode;
 
 use crate::domain::field_errors::both;
 use crate::domain::{CustomQuery, DeviceUuid, ExportQuery, HistoricalQuery, OwnerId, QueryParams};
+use crate::http::encodings::export_formats::{self, Format};
+use crate::http::encodings::respond;
+use crate::http::encodings::views::{points, HistoricalView, SnapshotView};
 use crate::http::error::ApiError;
-use crate::http::export_formats::{self, Format};
+use crate::http::guards::authenticate;
 use crate::http::state::AppState;
-use crate::http::views::{points, HistoricalView, SnapshotView};
-use crate::http::{authenticate, respond, Request, Response};
+use crate::http::{Request, Response};
 use crate::read::series;
 
 const DEVICE_NOT_FOUND: &str = "no device with this id";

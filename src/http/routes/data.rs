@@ -11,10 +11,13 @@ use hyper::StatusCode;
 use serde::Serialize;
 
 use crate::domain::{MeasuredWindow, Reading, ReadingBatch};
+use crate::http::edge::body;
+use crate::http::encodings::respond;
+use crate::http::encodings::views::ReceiptView;
 use crate::http::error::ApiError;
+use crate::http::guards::authenticate;
 use crate::http::state::AppState;
-use crate::http::views::ReceiptView;
-use crate::http::{authenticate, body, respond, Request, Response};
+use crate::http::{Request, Response};
 
 /// Authenticates the device, counts the upload, parses the reading, and answers 201 once the
 /// batch writer committed it.

@@ -12,10 +12,13 @@ use crate::domain::{
     Device, DeviceCursor, DeviceId, DeviceKey, DevicePage, DevicePatch, DeviceUuid, QueryParams,
     Registration,
 };
+use crate::http::edge::body;
+use crate::http::encodings::respond;
+use crate::http::encodings::views::DeviceView;
 use crate::http::error::ApiError;
+use crate::http::guards::authenticate;
 use crate::http::state::AppState;
-use crate::http::views::DeviceView;
-use crate::http::{authenticate, body, respond, Request, Response};
+use crate::http::{Request, Response};
 
 const NOT_FOUND: &str = "no device with this id";
 

@@ -4,9 +4,10 @@ use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::json;
 
+use crate::http::encodings::{negotiate, respond};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::http::{negotiate, respond, Request, Response};
+use crate::http::{Request, Response};
 
 /// The OpenAPI 3.1 document of every route, body, response and problem.
 pub const OPENAPI: &str = include_str!("../openapi.json");

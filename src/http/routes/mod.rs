@@ -4,14 +4,16 @@ pub mod air_quality;
 pub mod data;
 pub mod devices;
 pub mod meta;
+pub mod pages;
 pub mod public;
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::domain::{DeviceUuid, Snapshot};
-use crate::http::connections::Peer;
+use crate::http::edge::connections::Peer;
 use crate::http::error::ApiError;
-use crate::http::export_slots::ExportSlot;
+use crate::http::guards::client_address::client_address;
+use crate::http::guards::export_slots::ExportSlot;
 use crate::http::state::AppState;
 use crate::http::Request;
 use crate::read::current::{self, Current};
@@ -23,7 +25,7 @@ fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiErr
         .extensions()
         .get::<Peer>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |peer| peer.0);
-    let client = state.limits.client_address(peer, request.headers());
+    let client = client_address(peer, request.headers(), &state.trusted_proxies);
     Ok(state.exports.take(client)?)
 }
 

@@ -1,29 +1,31 @@
-//! The public routes: a public device, its current and historical readings, its raw export, the
-//! map and its clusters.
+//! The public routes: a public device, its current and historical readings, its raw export, its
+//! AQI badge (drawn by [`crate::web::badge`]), the map and its clusters.
 //!
 //! An unknown device and a private one answer the very same 404, so the routes do not reveal
 //! which ids exist. Visibility is read from the device store on every request: making a device
 //! private hides it at once (only the map may lag, by its cache's time to live).
 
 use bytes::Bytes;
+use hyper::header::{HeaderValue, X_CONTENT_TYPE_OPTIONS};
 
 use crate::domain::field_errors::both;
 use crate::domain::{
     ClusterQuery, Device, DeviceUuid, ExportQuery, HistoricalQuery, MapQuery, QueryParams,
 };
-use crate::http::cacheable::{max_age, revalidate, MapVariant, Rendered};
-use crate::http::error::ApiError;
-use crate::http::export_formats::{self, Format};
-use crate::http::negotiate;
-use crate::http::respond::Data;
-use crate::http::state::AppState;
-use crate::http::views::{
+use crate::http::encodings::cacheable::{max_age, revalidate, MapVariant, Rendered};
+use crate::http::encodings::export_formats::{self, Format};
+use crate::http::encodings::negotiate;
+use crate::http::encodings::respond::Data;
+use crate::http::encodings::views::{
     ClusterCollectionView, HistoricalView, MapEntryView, MapFeatureCollectionView,
     PublicDeviceView, SnapshotView,
 };
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use crate::http::{Request, Response};
 use crate::read::map::{MapEntry, MapState};
-use crate::read::{clusters, map, series};
+use crate::read::{clusters, current, map, series};
+use crate::web::badge;
 
 const NOT_PUBLIC: &str = "no public device with this id";
 
@@ -43,6 +45,27 @@ pub async fn device(request: Request, state: &AppState, id: &str) -> Result<Resp
         data: PublicDeviceView::new(&device),
     })?;
     Ok(rendered.respond(request.headers(), revalidate()))
+}
+
+/// `GET /public/devices/{id}/badge.svg`: an SVG badge with the device's current AQI; an `ETag`
+/// from its bytes and `Cache-Control: no-cache`, like the device's JSON.
+pub async fn badge(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
+    let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
+    let snapshot = current::snapshot(
+        state.readings.as_ref(),
+        &[device.id],
+        state.clock.now(),
+        state.raw_retention,
+    )
+    .await?
+    .known();
+    let svg = badge::render(snapshot.as_ref()).into_string();
+    let mut response =
+        Rendered::tagged_as(Bytes::from(svg), badge::SVG).respond(request.headers(), revalidate());
+    response
+        .headers_mut()
+        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    Ok(response)
 }
 
 /// `GET /public/devices/{id}/current`: the location only if it is public too.

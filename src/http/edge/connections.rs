@@ -24,9 +24,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 /// The address a request's connection came from, in the request's extensions (the client's
-/// own address may differ behind a proxy: [`RateLimits::client_address`]).
+/// own address may differ behind a proxy: [`client_address`]).
 ///
-/// [`RateLimits::client_address`]: super::rate_limit::RateLimits::client_address
+/// [`client_address`]: crate::http::guards::client_address::client_address
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peer(pub std::net::IpAddr);
 
@@ -39,7 +39,7 @@ pub struct ConnectionSettings {
     /// closed regardless.
     pub shutdown_timeout: Duration,
     /// How long a connection's answer may wait for its client to read before the connection is
-    /// closed ([`write_deadline`](super::write_deadline)).
+    /// closed ([`write_deadline`](crate::http::edge::write_deadline)).
     pub write_timeout: Duration,
 }
 

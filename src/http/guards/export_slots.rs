@@ -2,10 +2,10 @@
 //!
 //! Why: an export holds its connection and a page of rows for as long as its client takes to read
 //! it, and anyone may export a public device. The write deadline
-//! ([`write_deadline`](super::write_deadline)) ends an export whose client stopped reading; these
-//! bounds stop one address (or many) from holding many at once meanwhile. A slot is taken once
-//! the request is valid and the device found, and given back when the response body is dropped:
-//! at its end, or when the connection closes.
+//! ([`write_deadline`](crate::http::edge::write_deadline)) ends an export whose client stopped
+//! reading; these bounds stop one address (or many) from holding many at once meanwhile. A slot is
+//! taken once the request is valid and the device found, and given back when the response body is
+//! dropped: at its end, or when the connection closes.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -16,7 +16,7 @@
 
 use crate::domain::JsonDocument;
 
-use super::json_numbers;
+use crate::http::encodings::json_numbers;
 
 /// Deepest nesting of arrays and objects in a body (the API's own bodies need 4 levels). The
 /// same limit as serde_json's default recursion limit.

@@ -1,12 +1,11 @@
 //! The accept loop and the per-request wrapper.
 //!
 //! Every request gets a request id (echoed in `x-request-id`), runs inside a tracing span, and has
-//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection;
-//! its answer adds one access line ([`super::access`]) and is counted on `/metrics` by route
-//! template, method and status class.
-//! Shutdown stops accepting, lets in-flight requests finish (idle keep-alive connections are
-//! closed) within the shutdown timeout, closes what is still open after it, then returns
-//! ([`super::connections`]).
+//! panics caught: a panicking handler answers a 500 problem instead of dropping the connection; its
+//! answer adds one access line ([`crate::http::edge::access_log`]) and is counted on `/metrics` by
+//! route template, method and status class. Shutdown stops accepting, lets in-flight requests
+//! finish (idle keep-alive connections are closed) within the shutdown timeout, closes what is
+//! still open after it, then returns ([`crate::http::edge::connections`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,18 +18,20 @@ use futures_util::FutureExt as _;
 use hyper::body::Body as _;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
+use hyper::Method;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tracing::Instrument as _;
 
-use super::access::{self, IdentitySlot};
-use super::connections::{ConnectionSettings, Connections, Peer};
-use super::cors;
-use super::error::ApiError;
-use super::request_id::{self, RequestId};
-use super::state::AppState;
-use super::write_deadline::WriteDeadline;
-use super::{framing, router, Request, Response};
+use crate::http::cors;
+use crate::http::edge::access_log::{self, IdentitySlot};
+use crate::http::edge::connections::{ConnectionSettings, Connections, Peer};
+use crate::http::edge::framing;
+use crate::http::edge::request_id::{self, RequestId};
+use crate::http::edge::write_deadline::WriteDeadline;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::http::{router, Request, Response};
 
 /// A client must send its request head within this time (slow-loris protection).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -100,7 +101,8 @@ pub async fn serve(
     connections.close().await;
 }
 
-/// One request from `peer`: id, span, handler, panic capture, problem rendering, access line.
+/// One request from `peer`: id, span, the checks of the message, a granted CORS preflight or the
+/// routed handler, panic capture, problem rendering, access line.
 async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Response {
     let started = Instant::now();
     let identity = IdentitySlot::default();
@@ -122,6 +124,11 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
             });
         }
         framing::check(&request)?;
+        if request.method() == Method::OPTIONS {
+            if let Some(granted) = cors::preflight(&path, request.headers(), &state.cors_origins) {
+                return Ok(granted);
+            }
+        }
         router::dispatch(request, &path, peer, state).await
     };
     let outcome = AssertUnwindSafe(routed.instrument(span.clone()))
@@ -147,7 +154,7 @@ async fn handle(mut request: Request, peer: IpAddr, state: &AppState) -> Respons
     headers.insert(request_id::HEADER, request_id.header_value());
     // Error answers included: a browser page reads the problem too.
     cors.apply(headers);
-    access::log(&access::Entry {
+    access_log::log(&access_log::Entry {
         method: &method,
         route,
         path: &path,

@@ -6,15 +6,15 @@
 //! once the request's credentials were accepted (never a key or token).
 //!
 //! The authenticated identity reaches the line through an [`IdentitySlot`] the server puts in the
-//! request's extensions and [`super::authenticate`] fills in.
+//! request's extensions and [`crate::http::guards::authenticate`] fills in.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hyper::Method;
 
-use super::request_id::RequestId;
 use crate::domain::{DeviceUuid, OwnerId};
+use crate::http::edge::request_id::RequestId;
 
 /// Who a request was authenticated as.
 #[derive(Debug, Clone)]

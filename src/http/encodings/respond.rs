@@ -6,8 +6,8 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::StatusCode;
 use serde::Serialize;
 
-use super::error::ApiError;
-use super::{Body, Response};
+use crate::http::error::ApiError;
+use crate::http::{Body, Response};
 
 /// `{"data": ...}`, the envelope of every resource response.
 #[derive(Debug, Serialize)]

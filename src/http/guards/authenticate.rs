@@ -8,13 +8,13 @@
 
 use hyper::header::AUTHORIZATION;
 
-use super::access::{Identity, IdentitySlot};
-use super::error::{ApiError, Credential};
-use super::state::AppState;
-use super::Request;
 use crate::auth::key_cache::AuthenticatedDevice;
 use crate::auth::{AuthError, DeviceAuthError};
 use crate::domain::OwnerId;
+use crate::http::edge::access_log::{Identity, IdentitySlot};
+use crate::http::error::{ApiError, Credential};
+use crate::http::state::AppState;
+use crate::http::Request;
 
 /// The owner the request's bearer token speaks for.
 pub async fn owner(request: &Request, state: &AppState) -> Result<OwnerId, ApiError> {

@@ -12,7 +12,7 @@
 //! response body, so an export's slot and pages are freed), and the stall is counted on
 //! `/metrics`. An idle keep-alive connection writes nothing and is never timed out by it.
 //!
-//! [`ConnectionSettings::write_timeout`]: super::connections::ConnectionSettings::write_timeout
+//! [`ConnectionSettings::write_timeout`]: crate::http::edge::connections::ConnectionSettings::write_timeout
 
 use std::future::Future as _;
 use std::io;

@@ -16,9 +16,10 @@ use hyper::header::{
 use hyper::{HeaderMap, StatusCode};
 use serde::Serialize;
 
-use super::error::ApiError;
-use super::{respond, Response};
 use crate::domain::{BoundingBox, Zoom};
+use crate::http::encodings::respond;
+use crate::http::error::ApiError;
+use crate::http::Response;
 use crate::metrics::CacheCounters;
 use crate::read::clusters::{Cluster, ClusterIndex};
 use crate::read::map::{MapEntry, MapState};

@@ -1,5 +1,5 @@
 //! JSON request bodies: media type, content coding, size limit, deadline, syntax (nesting
-//! bounded, numbers of any size: [`super::json_value`]).
+//! bounded, numbers of any size: [`crate::http::encodings::json_value`]).
 //!
 //! The limit is decided from `Content-Length` before anything is read and, for a body without
 //! one (chunked), while it streams, so an oversized body is never buffered whole. A
@@ -20,10 +20,10 @@ use http_body_util::BodyExt;
 
 use hyper::header::{CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE};
 
-use super::error::ApiError;
-use super::json_value;
-use super::Request;
 use crate::domain::JsonDocument;
+use crate::http::encodings::json_value;
+use crate::http::error::ApiError;
+use crate::http::Request;
 
 /// Largest accepted body: 64 KiB.
 pub const MAX_BODY: usize = 65_536;

@@ -19,12 +19,13 @@ use hyper::body::Frame;
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_TYPE, VARY};
 use hyper::HeaderMap;
 
-use super::export_slots::ExportSlot;
-use super::views::timestamp;
-use super::{negotiate, BodyError, Response};
 use crate::domain::{
     Code, DeviceUuid, ExportQuery, FieldErrors, In, Measure, QueryParams, RawReading,
 };
+use crate::http::encodings::negotiate;
+use crate::http::encodings::views::timestamp;
+use crate::http::guards::export_slots::ExportSlot;
+use crate::http::{BodyError, Response};
 use crate::read::export::Export;
 
 /// How an export is written.

@@ -11,7 +11,7 @@ use hyper::header::{HOST, TRANSFER_ENCODING};
 use hyper::http::uri::Authority;
 use hyper::Version;
 
-use super::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Refuses a request whose `Host` or `Transfer-Encoding` breaks RFC 9112: an HTTP/1.1 request
 /// without exactly one valid `Host` (§3.2: 400), and a transfer coding other than `chunked` alone
