@@ -185,7 +185,7 @@ impl Application {
                 (None, _) => {
                     let db = sqlite()?;
                     let sink = SqliteReadingSink::open(Arc::clone(&db), config.fold)?;
-                    metrics.sample_fold_backlog(sink.unfolded_rows());
+                    metrics.sample_fold_backlog(sink.backlog_rows());
                     pruner = Some(Arc::new(SqliteRawPruner::new(Arc::clone(&db))));
                     (
                         vec![Box::new(sink) as Box<dyn ReadingSink>],

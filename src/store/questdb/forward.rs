@@ -4,15 +4,16 @@
 //! A coordinator thread reads the spool in id order, in chunks as large as the backlog (at most
 //! [`CHUNK_ROWS`]), splits each chunk by device over the lanes — one ILP/HTTP sender each, on a
 //! thread of its own, so several flushes are in flight — and, once every part of a chunk is
-//! acknowledged, moves the spool's forwarded watermark through it (chunks are retired in order)
-//! and prunes the spool behind it. While QuestDB is slower than the uploads, fewer chunks finish
-//! and the next ones are larger: each ILP transaction costs QuestDB about the same whatever its
-//! size, so the batches grow until QuestDB keeps up. For the same reason a chunk that is not full
-//! waits up to [`LINGER`] for more — unless a read is waiting for its rows ([`Event::Hurry`]), so
-//! reads in this process never pay for the lingering. Under single uploads that means one ILP
-//! transaction per `LINGER`: when chunks were sent at 2,000 rows, QuestDB (on the same two cores,
-//! committing in sync mode) took 14–17 µs of CPU per upload, against 10–13 µs now, and the pair
-//! served 6.7 % more uploads (`bench/RESULTS.md`, thirteenth session).
+//! acknowledged, moves the spool's forwarded watermark through it (chunks are retired in order) and
+//! reports the spool consumed up to it, which forgets its rows and prunes the log behind it. While
+//! QuestDB is slower than the uploads, fewer chunks finish and the next ones are larger: each ILP
+//! transaction costs QuestDB about the same whatever its size, so the batches grow until QuestDB
+//! keeps up. For the same reason a chunk that is not full waits up to [`LINGER`] for more — unless
+//! a read is waiting for its rows ([`Event::Hurry`]), so reads in this process never pay for the
+//! lingering. Under single uploads that means one ILP transaction per `LINGER`: when chunks were
+//! sent at 2,000 rows, QuestDB (on the same two cores, committing in sync mode) took 14–17 µs of
+//! CPU per upload, against 10–13 µs now, and the pair served 6.7 % more uploads
+//! (`bench/RESULTS.md`, thirteenth session).
 //!
 //! Why by device: of two rows with the same key, QuestDB keeps the one committed last. A device's
 //! rows always go through the same lane, in id order, so a re-sent reading replaces the earlier
@@ -22,7 +23,7 @@
 //! it succeeds; nothing behind it is pruned meanwhile. On shutdown the coordinator forwards what
 //! the spool holds for at most [`DRAIN_LIMIT`], then leaves the rest to the next start.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
@@ -30,11 +31,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::ilp::IlpWriter;
-use super::spool::Spool;
+use super::spooled::{Progress, SpoolIngestion};
 use super::visibility::Visibility;
 use super::TableName;
 use crate::domain::StoredReading;
-use crate::store::ingest_log::{IngestLog, LogReader};
+use crate::store::ingest_log::LogReader;
 use crate::store::StoreError;
 use crate::telemetry::chain;
 
@@ -97,6 +98,8 @@ struct Chunk {
     seq: u64,
     last_id: i64,
     rows: usize,
+    /// Its rows' devices, whose unconsumed rows it takes once retired.
+    devices: HashSet<[u8; 16]>,
     parts_left: usize,
 }
 
@@ -111,13 +114,13 @@ impl Forwarder {
     /// Starts the lanes and the coordinator, which begins with what the spool holds past
     /// `forwarded`.
     pub(super) fn start(
-        log: Arc<IngestLog>,
-        (reader, forwarded): (LogReader, i64),
-        spool: Spool,
+        ingestion: Arc<SpoolIngestion>,
+        forwarded: i64,
+        progress: Arc<Progress>,
         lanes: Lanes,
         (events, inbox): (mpsc::Sender<Event>, mpsc::Receiver<Event>),
     ) -> Result<Self, StoreError> {
-        let waiting = usize::try_from(spool.backlog()).unwrap_or(0);
+        let waiting = usize::try_from(progress.backlog()).unwrap_or(0);
         let abandon = Arc::new(AtomicBool::new(false));
         let mut parts = Vec::new();
         let mut threads = Vec::new();
@@ -135,9 +138,9 @@ impl Forwarder {
             threads.push(thread);
         }
         let coordinator = Coordinator {
-            log,
-            reader,
-            spool,
+            reader: ingestion.reader(),
+            ingestion,
+            progress,
             parts,
             lanes: threads,
             inbox,
@@ -151,6 +154,7 @@ impl Forwarder {
             forwarded,
             pruned: forwarded,
             pruned_at: Instant::now(),
+            retired_devices: HashSet::new(),
         };
         let coordinator = std::thread::Builder::new()
             .name("airq-forward".into())
@@ -174,9 +178,9 @@ impl Drop for Forwarder {
 
 /// The coordinator's state, owned by its thread.
 struct Coordinator {
-    log: Arc<IngestLog>,
+    ingestion: Arc<SpoolIngestion>,
     reader: LogReader,
-    spool: Spool,
+    progress: Arc<Progress>,
     parts: Vec<mpsc::SyncSender<Part>>,
     lanes: Vec<JoinHandle<()>>,
     inbox: mpsc::Receiver<Event>,
@@ -192,9 +196,11 @@ struct Coordinator {
     hurry: bool,
     /// Every row with an id up to this one is acknowledged by QuestDB.
     forwarded: i64,
-    /// The spool is pruned through this id.
+    /// The spool is reported consumed (pruned) through this id.
     pruned: i64,
     pruned_at: Instant,
+    /// The devices of the chunks retired since, whose rows that report forgets.
+    retired_devices: HashSet<[u8; 16]>,
 }
 
 impl Coordinator {
@@ -218,7 +224,7 @@ impl Coordinator {
                 }
                 if since.elapsed() >= DRAIN_LIMIT {
                     tracing::warn!(
-                        rows = self.spool.backlog(),
+                        rows = self.progress.backlog(),
                         "stopping with spooled readings QuestDB has not taken; they go at the next start"
                     );
                     self.abandon.store(true, Ordering::Relaxed);
@@ -278,13 +284,15 @@ impl Coordinator {
             if let Some(chunk) = self.in_flight.pop_front() {
                 self.forwarded = chunk.last_id;
                 rows += chunk.rows;
+                self.retired_devices.extend(chunk.devices);
             }
         }
         if rows > 0 {
-            self.spool.forwarded(self.forwarded, rows);
+            self.progress.forwarded(self.forwarded, rows);
         }
         if self.forwarded > self.pruned && (now || self.pruned_at.elapsed() >= PRUNE_EVERY) {
-            match self.log.prune(self.forwarded) {
+            let devices: Vec<[u8; 16]> = self.retired_devices.drain().collect();
+            match self.ingestion.consumed(self.forwarded, &devices) {
                 Ok(()) => self.pruned = self.forwarded,
                 Err(error) => {
                     tracing::warn!(error = %chain(&error), "could not prune the spool; trying again later");
@@ -314,7 +322,9 @@ impl Coordinator {
         let count = rows.len();
         let lanes = self.parts.len();
         let mut split: Vec<Vec<StoredReading>> = (0..lanes).map(|_| Vec::new()).collect();
+        let mut devices = HashSet::new();
         for row in rows {
+            devices.insert(row.device.as_uuid().into_bytes());
             let lane = (row.device.as_uuid().as_u128() % lanes as u128) as usize;
             split[lane].push(row);
         }
@@ -335,6 +345,7 @@ impl Coordinator {
             seq,
             last_id,
             rows: count,
+            devices,
             parts_left,
         });
         self.dispatched = last_id;

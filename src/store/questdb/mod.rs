@@ -26,6 +26,7 @@ mod ilp;
 mod reading_store;
 mod sink;
 mod spool;
+mod spooled;
 mod visibility;
 
 use std::path::Path;

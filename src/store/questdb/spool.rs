@@ -4,20 +4,24 @@
 //! Without it, every upload waits for an ILP/HTTP round trip, and QuestDB's commit costs about
 //! ten milliseconds whatever the batch's size (`bench/RESULTS.md`), which bounds what a process
 //! can take in. With it, the batch writer's one sink ([`SpoolSink`]) appends each batch to the
-//! ingestion log in the data directory (`ingest/`, [`IngestLog`] — the embedded store's, the
-//! same format, synced the same way) and answers; the [`Forwarder`](super::forward) sends what
-//! was appended on to QuestDB in batches as large as the backlog, records in the log how far
-//! QuestDB acknowledged it, and drops each segment QuestDB acknowledged all of.
+//! ingestion log in the data directory (`ingest/`, [`ingest_log`](crate::store::ingest_log) —
+//! the embedded store's, the same format, synced the same way, through the same
+//! [`Appender`]) and answers; the [`Forwarder`](super::forward) sends what was appended on to
+//! QuestDB in batches as large as the backlog and reports it consumed up to what QuestDB
+//! acknowledged, which records that in the log and drops each segment QuestDB acknowledged all
+//! of.
 //!
 //! The rules:
 //! - **Durable before acknowledged.** A 201 means the reading is appended to the spool and the
-//!   spool synced behind it ([`GroupSync`]): it survives `kill -9` and a power loss of this host (on storage that
-//!   honours fsync) and reaches QuestDB later, also when QuestDB was down when it was taken in.
+//!   spool synced behind it (the [`Appender`]): it survives `kill -9` and a power loss of this
+//!   host (on storage that honours fsync) and reaches QuestDB later, also when QuestDB was down
+//!   when it was taken in.
 //! - **A row leaves the spool only once QuestDB acknowledged it.** A crash before that sends it
 //!   again at the next start; QuestDB's deduplication on `(at, device, dedup)` makes the second
 //!   copy replace the first.
 //! - **Reads after a 201 include it.** [`Spool::settle`] makes a read of a device wait until
-//!   everything spooled for it before the read is acknowledged by QuestDB (then [`Visibility`]
+//!   everything spooled for it before the read (its unconsumed rows, of which the log keeps
+//!   the latest per device) is acknowledged by QuestDB (then [`Visibility`]
 //!   waits for QuestDB to apply it); a read right after a start waits for whatever the previous
 //!   run left. Reads of devices without such rows never wait.
 //! - **The backlog is bounded.** Past [`MAX_BACKLOG`] rows the sink holds the batch writer back
@@ -25,23 +29,19 @@
 //!
 //! [`Visibility`]: super::Visibility
 
-use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 
 use super::forward::{self, Event, Forwarder, Lanes};
 use super::ids::IdBlocks;
+use super::spooled::{Progress, SpoolIngestion, SpooledRow};
 use super::visibility::wait_for_mark;
 use crate::domain::{DeviceUuid, ReadingId, StoredReading};
-use crate::store::ingest_log::{Entry, GroupSync, IngestLog};
+use crate::store::ingest_log::{Appender, Ingestion, Opened, UnconsumedRow, Watermark};
 use crate::store::postgres::BoundedPool;
-use crate::store::sqlite::to_micros;
 use crate::store::{ReadingSink, StoreError};
 
 /// Spooled rows QuestDB has not acknowledged after which the sink holds appends back. On disk,
@@ -52,119 +52,75 @@ pub(super) const MAX_BACKLOG: i64 = 1_000_000;
 const ROOM_WAIT: Duration = Duration::from_secs(10);
 /// How often an append held back by a full spool looks again.
 const ROOM_POLL: Duration = Duration::from_millis(5);
-/// How often the devices whose spooled rows are all forwarded are forgotten, at most.
-const FORGET_EVERY: Duration = Duration::from_millis(50);
 
-/// What the sink, the forwarder and the reads share. Cheap to clone.
+/// What the sink and the reads share. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Spool {
-    shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-struct Shared {
-    /// Per device, the highest id spooled for it this run, while it may not be forwarded.
-    pending: Mutex<Pending>,
-    /// Rows appended, and rows QuestDB acknowledged, since the start (the first counts what the
-    /// previous run left).
-    appended_rows: AtomicI64,
-    forwarded_rows: AtomicI64,
-    /// Every row with an id up to this one is acknowledged by QuestDB.
-    forwarded: watch::Sender<i64>,
+    /// The log and, per device, its latest spooled row QuestDB has not acknowledged.
+    ingestion: Arc<SpoolIngestion>,
+    progress: Arc<Progress>,
     /// The highest id the spool held at the start: every read waits for it once.
     left_at_start: i64,
     /// The forwarder's inbox, to hurry it when a read waits.
     forwarder: mpsc::Sender<Event>,
 }
 
-#[derive(Debug, Default)]
-struct Pending {
-    by_device: HashMap<DeviceUuid, i64>,
-    forgotten_at: Option<Instant>,
-}
-
 impl Spool {
-    fn new(rows_at_start: i64, left_at_start: i64, forwarder: mpsc::Sender<Event>) -> Self {
+    fn new(
+        ingestion: Arc<SpoolIngestion>,
+        progress: Arc<Progress>,
+        opened: Opened,
+        forwarder: mpsc::Sender<Event>,
+    ) -> Self {
         Self {
-            shared: Arc::new(Shared {
-                pending: Mutex::default(),
-                appended_rows: AtomicI64::new(rows_at_start),
-                forwarded_rows: AtomicI64::new(0),
-                forwarded: watch::Sender::new(0),
-                left_at_start,
-                forwarder,
-            }),
+            ingestion,
+            progress,
+            left_at_start: opened.highest,
+            forwarder,
         }
     }
 
-    /// Records a synced batch, by device and id (before its uploads are answered), and tells the
-    /// forwarder.
-    fn spooled(&self, batch: &[(DeviceUuid, i64)]) {
-        let mut pending = self.lock();
-        for &(device, id) in batch {
-            pending.by_device.insert(device, id);
-        }
-        drop(pending);
-        self.shared
-            .appended_rows
-            .fetch_add(batch.len() as i64, Ordering::Relaxed);
+    /// Counts a synced batch of `rows` (its rows are unconsumed already, before its uploads are
+    /// answered), and tells the forwarder.
+    fn spooled(&self, rows: usize) {
+        self.progress.appended(rows);
         // Fails only once the forwarder has stopped, when nothing is left to wake.
-        let _ = self.shared.forwarder.send(Event::Appended(batch.len()));
-    }
-
-    /// Records that QuestDB acknowledged `rows` more rows and every row through id `through`.
-    pub(super) fn forwarded(&self, through: i64, rows: usize) {
-        self.shared
-            .forwarded_rows
-            .fetch_add(rows as i64, Ordering::Relaxed);
-        self.shared.forwarded.send_replace(through);
-        let mut pending = self.lock();
-        let due = pending
-            .forgotten_at
-            .is_none_or(|at| at.elapsed() >= FORGET_EVERY);
-        if due {
-            pending.by_device.retain(|_, id| *id > through);
-            pending.forgotten_at = Some(Instant::now());
-        }
+        let _ = self.forwarder.send(Event::Appended(rows));
     }
 
     /// Rows in the spool that QuestDB has not acknowledged.
     pub fn backlog(&self) -> i64 {
-        // The forwarder may take a batch's rows before the sink counted them; never below 0.
-        (self.shared.appended_rows.load(Ordering::Relaxed)
-            - self.shared.forwarded_rows.load(Ordering::Relaxed))
-        .max(0)
+        self.progress.backlog()
     }
 
     /// Waits until every row spooled for any of `devices` before this call (and whatever the
     /// previous run left) is acknowledged by QuestDB, at most as long as a read waits for
     /// QuestDB's apply ([`wait_for_mark`]).
     pub async fn settle(&self, devices: &[DeviceUuid]) {
-        let target = {
-            let pending = self.lock();
-            devices
-                .iter()
-                .filter_map(|device| pending.by_device.get(device))
-                .copied()
-                .fold(self.shared.left_at_start, i64::max)
-        };
+        let watermark = self.progress.watermark();
+        let devices: Vec<[u8; 16]> = devices
+            .iter()
+            .map(|device| device.as_uuid().into_bytes())
+            .collect();
+        // Reading the unconsumed rows cannot fail (the watermark is at hand); were it to, the
+        // read waits for what the previous run left only.
+        let unconsumed = self
+            .ingestion
+            .view(|| Ok(*watermark.borrow()), &devices)
+            .unwrap_or_default();
+        let target = unconsumed
+            .iter()
+            .map(|row| row.id())
+            .fold(self.left_at_start, i64::max);
         wait_for_mark(
-            &self.shared.forwarded,
+            watermark,
             target,
             // The forwarder may be lingering for more rows; this read should not wait for them.
             // (A failed send means it has stopped, and the wait ends at its bound.)
-            || drop(self.shared.forwarder.send(Event::Hurry)),
+            || drop(self.forwarder.send(Event::Hurry)),
             "spooled readings have not reached QuestDB yet; reading without them",
         )
         .await;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        // Each update is one step, so the map stays consistent whatever a panicking holder did.
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -172,15 +128,12 @@ impl Spool {
 /// forwarding what it can within its bound) when the sink is dropped.
 #[derive(Debug)]
 pub struct SpoolSink {
-    log: Arc<IngestLog>,
     ids: IdBlocks,
     spool: Spool,
     /// Dropped before the forwarder, so that it forwards every synced batch before it stops.
-    sync: GroupSync,
+    appender: Appender<SpooledRow>,
     /// Held for its drop, which forwards what is left and stops it.
     _forwarder: Forwarder,
-    /// The segment the last batch was written to, for its `when_durable`.
-    written: Option<Arc<File>>,
 }
 
 impl SpoolSink {
@@ -197,43 +150,36 @@ impl SpoolSink {
             source,
         })?;
         // What the previous run left: the readings past the last watermark it recorded.
-        let mut spooled = Vec::new();
-        let mut forwarded = 0;
-        let mut take = |entry: Entry| match entry {
-            Entry::Reading { .. } => spooled.push(entry.id()),
-            Entry::Consumed { through } => forwarded = through.max(forwarded),
-            Entry::Forget { .. } => {}
-        };
-        let log = IngestLog::open(data_dir, segment_bytes, &mut take)?;
-        let log = Arc::new(log);
-        spooled.retain(|&id| id > forwarded);
-        let rows = i64::try_from(spooled.len()).unwrap_or(i64::MAX);
-        let highest = spooled.last().copied().unwrap_or(0);
-        let reader = log.reader();
-        if rows > 0 {
+        let (ingestion, opened) = Ingestion::open(data_dir, segment_bytes, Watermark::Recorded)?;
+        if opened.rows > 0 {
             tracing::info!(
-                rows,
+                rows = opened.rows,
                 "spooled readings left by the previous run go to QuestDB first"
             );
         }
+        let progress = Arc::new(Progress::new(opened.rows));
         let inbox = forward::inbox();
-        let spool = Spool::new(rows, highest, inbox.0.clone());
+        let spool = Spool::new(
+            Arc::clone(&ingestion),
+            Arc::clone(&progress),
+            opened,
+            inbox.0.clone(),
+        );
         let forwarder = Forwarder::start(
-            Arc::clone(&log),
-            (reader, forwarded),
-            spool.clone(),
+            Arc::clone(&ingestion),
+            opened.watermark,
+            progress,
             lanes,
             inbox,
         )?;
-        let sync = GroupSync::start()?;
+        let notified = spool.clone();
+        let appender = Appender::start(ingestion, Box::new(move |_, rows| notified.spooled(rows)))?;
         Ok((
             Self {
-                log,
                 ids: IdBlocks::new(ids)?,
                 spool: spool.clone(),
-                sync,
+                appender,
                 _forwarder: forwarder,
-                written: None,
             },
             spool,
         ))
@@ -261,36 +207,98 @@ impl ReadingSink for SpoolSink {
     /// Blocks the writer's thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await?;
-        self.written = Some(self.log.append(batch, to_micros(chrono::Utc::now()))?);
-        Ok(())
+        self.appender.append(batch)
     }
 
     /// Once synced, the batch counts as spooled (reads of its devices wait for it) and the
     /// forwarder hears of it, before `then` answers its uploads.
     fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
-        let Some(segment) = self.written.take() else {
-            // Only a written batch is handed here; one that was not is not answered 201.
-            tracing::error!("a batch reported durable was not spooled");
-            return;
-        };
-        let spooled: Vec<(DeviceUuid, i64)> = batch
-            .iter()
-            .map(|row| (row.device, i64::try_from(row.id.get()).unwrap_or(i64::MAX)))
-            .collect();
-        let spool = self.spool.clone();
-        self.sync.appended(
-            segment,
-            Box::new(move || {
-                spool.spooled(&spooled);
-                then();
-            }),
-        );
+        self.appender.when_durable(batch, then);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{Measurements, Reading};
+
+    /// A spool in a new directory (what a previous run left in `left` there first), its
+    /// appender, and the forwarder's inbox.
+    struct Spooling {
+        _dir: tempfile::TempDir,
+        spool: Spool,
+        appender: Appender<SpooledRow>,
+        inbox: mpsc::Receiver<Event>,
+    }
+
+    fn stored(id: u64, device: DeviceUuid) -> StoredReading {
+        StoredReading {
+            id: ReadingId::new(id).unwrap_or_else(|| panic!("receipt id {id}")),
+            device,
+            at: chrono::Utc::now(),
+            reading: Reading {
+                values: Measurements::from_fn(|_| 1.0),
+                pms_provider: "p".into(),
+                temperature_provider: "t".into(),
+                location: None,
+                measured_at: None,
+            },
+        }
+    }
+
+    /// Appends `batch` and waits until it is durable.
+    fn spool_batch(appender: &mut Appender<SpooledRow>, batch: &[StoredReading]) {
+        appender
+            .append(batch)
+            .unwrap_or_else(|error| panic!("appends: {error}"));
+        let (durable, waits) = std::sync::mpsc::channel();
+        appender.when_durable(
+            batch,
+            Box::new(move || {
+                let _ = durable.send(());
+            }),
+        );
+        waits
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|error| panic!("durable: {error}"));
+    }
+
+    fn spooling(left: &[StoredReading]) -> Spooling {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temporary dir: {error}"));
+        let open = || {
+            Ingestion::open(dir.path(), 1 << 20, Watermark::Recorded)
+                .unwrap_or_else(|error| panic!("the spool opens: {error}"))
+        };
+        if !left.is_empty() {
+            let (ingestion, _) = open();
+            let mut appender = Appender::start(ingestion, Box::new(|_, _| {}))
+                .unwrap_or_else(|error| panic!("{error}"));
+            spool_batch(&mut appender, left);
+        }
+        let (ingestion, opened) = open();
+        let (events, inbox) = forward::inbox();
+        let progress = Arc::new(Progress::new(opened.rows));
+        let spool = Spool::new(Arc::clone(&ingestion), progress, opened, events);
+        let notified = spool.clone();
+        let appender = Appender::start(ingestion, Box::new(move |_, rows| notified.spooled(rows)))
+            .unwrap_or_else(|error| panic!("{error}"));
+        Spooling {
+            _dir: dir,
+            spool,
+            appender,
+            inbox,
+        }
+    }
+
+    /// What the forwarder does once QuestDB acknowledged `rows` rows through `through`.
+    fn forwarded(spool: &Spool, through: i64, rows: usize, devices: &[DeviceUuid]) {
+        spool.progress.forwarded(through, rows);
+        let devices: Vec<[u8; 16]> = devices.iter().map(|d| d.as_uuid().into_bytes()).collect();
+        spool
+            .ingestion
+            .consumed(through, &devices)
+            .unwrap_or_else(|error| panic!("prunes: {error}"));
+    }
 
     /// Whether `settle` for `devices` finishes within a short while.
     async fn settles(spool: &Spool, devices: &[DeviceUuid]) -> bool {
@@ -301,50 +309,53 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_of_a_device_with_spooled_rows_waits_until_they_are_forwarded() {
-        let (events, inbox) = forward::inbox();
-        let spool = Spool::new(0, 0, events);
+        let mut spooling = spooling(&[]);
         let device = DeviceUuid::generate();
-        spool.spooled(&[(device, 4), (device, 5)]);
+        spool_batch(
+            &mut spooling.appender,
+            &[stored(4, device), stored(5, device)],
+        );
+        let spool = &spooling.spool;
         assert!(
-            matches!(inbox.try_recv(), Ok(Event::Appended(2))),
+            matches!(spooling.inbox.try_recv(), Ok(Event::Appended(2))),
             "the forwarder hears of the batch"
         );
 
-        assert!(!settles(&spool, &[device]).await, "waits while spooled");
+        assert!(!settles(spool, &[device]).await, "waits while spooled");
         assert!(
-            matches!(inbox.try_recv(), Ok(Event::Hurry)),
+            matches!(spooling.inbox.try_recv(), Ok(Event::Hurry)),
             "and hurries the forwarder"
         );
-        spool.forwarded(4, 1);
+        forwarded(spool, 4, 1, &[device]);
         assert!(
-            !settles(&spool, &[device]).await,
+            !settles(spool, &[device]).await,
             "waits for every spooled row"
         );
-        spool.forwarded(5, 1);
-        assert!(settles(&spool, &[device]).await);
+        forwarded(spool, 5, 1, &[device]);
+        assert!(settles(spool, &[device]).await);
         assert_eq!(spool.backlog(), 0);
     }
 
     #[tokio::test]
     async fn a_read_of_devices_without_spooled_rows_never_waits() {
-        let (events, _inbox) = forward::inbox();
-        let spool = Spool::new(0, 0, events);
-        spool.spooled(&[(DeviceUuid::generate(), 7)]);
+        let mut spooling = spooling(&[]);
+        spool_batch(&mut spooling.appender, &[stored(7, DeviceUuid::generate())]);
 
-        assert!(settles(&spool, &[DeviceUuid::generate()]).await);
-        assert_eq!(spool.backlog(), 1);
+        assert!(settles(&spooling.spool, &[DeviceUuid::generate()]).await);
+        assert_eq!(spooling.spool.backlog(), 1);
     }
 
     #[tokio::test]
     async fn every_read_waits_once_for_what_the_previous_run_left() {
-        let (events, _inbox) = forward::inbox();
-        let spool = Spool::new(3, 9, events);
+        let left = DeviceUuid::generate();
+        let spooling = spooling(&[stored(7, left), stored(8, left), stored(9, left)]);
+        let spool = &spooling.spool;
         let device = DeviceUuid::generate();
 
         assert_eq!(spool.backlog(), 3);
-        assert!(!settles(&spool, &[device]).await);
-        spool.forwarded(9, 3);
-        assert!(settles(&spool, &[device]).await);
+        assert!(!settles(spool, &[device]).await);
+        forwarded(spool, 9, 3, &[left]);
+        assert!(settles(spool, &[device]).await);
         assert_eq!(spool.backlog(), 0);
     }
 }

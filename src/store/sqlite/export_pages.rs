@@ -2,19 +2,19 @@
 //!
 //! Every reading has one key, the key of the device index: (time, `dedup`), `dedup` 0 for a
 //! reading keyed by its `measured_at` and its receipt id otherwise — for folded readings in
-//! `readings_by_device`, and computed the same way for unfolded ones. Pages go by that key
+//! `readings_by_device`, and computed the same way for unconsumed ones. Pages go by that key
 //! (keyset pagination). Each page is one read transaction that reads the next folded rows in
-//! key order and the device's unfolded rows, and merges them: an unfolded row takes the place of
-//! the folded reading with its key (a replacement), so every reading is exported once, as it is
-//! now. A reading folded between two pages keeps its key, so it is neither lost nor repeated.
+//! key order and the device's unconsumed rows, and merges them: an unconsumed row takes the
+//! place of the folded reading with its key (a replacement), so every reading is exported once,
+//! as it is now. A reading folded between two pages keeps its key, so it is neither lost nor
+//! repeated.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use rusqlite::{params, Connection, Row};
 
-use super::ingest::tail::unfolded;
-use super::ingest::{LoggedRow, Unfolded};
+use super::ingest::{LoggedRow, SqliteIngestion, UnconsumedView};
 use super::{from_micros, Sqlite};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measure, RawReading};
@@ -41,7 +41,7 @@ static FOLDED_PAGE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The page of `device`'s readings after `after` and before `end` (microseconds): at most
-/// `limit` readings, folded and unfolded merged in key order, and the cursor of the next page
+/// `limit` readings, folded and unconsumed merged in key order, and the cursor of the next page
 /// (`None` after the last). Runs in `db`'s one read transaction.
 pub(super) async fn page(
     db: &std::sync::Arc<Sqlite>,
@@ -50,23 +50,23 @@ pub(super) async fn page(
     end: i64,
     limit: usize,
 ) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
-    let pending = std::sync::Arc::clone(db);
+    let shared = std::sync::Arc::clone(db);
     db.read_snapshot(move |connection| {
-        read_page(connection, pending.unfolded(), device, after, end, limit)
+        read_page(connection, shared.ingestion(), device, after, end, limit)
     })
     .await
 }
 
-/// Reads the unfolded rows first: they must be the transaction's first read.
+/// Reads the unconsumed rows first: they must be the transaction's first read.
 fn read_page(
     connection: &Connection,
-    pending: &Unfolded,
+    ingestion: &SqliteIngestion,
     device: [u8; 16],
     after: Cursor,
     end: i64,
     limit: usize,
 ) -> Result<(Vec<RawReading>, Option<Cursor>), StoreError> {
-    let unfolded = unfolded(connection, pending, &[device])?;
+    let unconsumed = UnconsumedView::rows(connection, ingestion, &[device])?;
     let folded: Vec<(Cursor, RawReading)> = connection
         .prepare_cached(&FOLDED_PAGE)?
         .query_map(
@@ -80,16 +80,16 @@ fn read_page(
             read_folded,
         )?
         .collect::<Result<Result<_, _>, _>>()??;
-    // A full page ends at its last folded key; unfolded rows after it belong to later pages.
+    // A full page ends at its last folded key; unconsumed rows after it belong to later pages.
     let bound = (folded.len() >= limit)
         .then(|| folded.last().map(|(key, _)| *key))
         .flatten();
-    let mut candidates: Vec<(Cursor, &LoggedRow)> = unfolded
+    let mut candidates: Vec<(Cursor, &LoggedRow)> = unconsumed
         .iter()
         .map(|row| ((row.at, if row.keyed { 0 } else { row.id }), &**row))
         .filter(|(key, _)| *key > after && key.0 < end && bound.is_none_or(|bound| *key <= bound))
         .collect();
-    // Only the `limit` first unfolded keys can be among the page's `limit` first keys: the rest
+    // Only the `limit` first unconsumed keys can be among the page's `limit` first keys: the rest
     // are not turned into readings at all (a backlog may hold tens of thousands).
     let mut cut = false;
     if candidates.len() > limit && limit > 0 {
@@ -111,11 +111,11 @@ fn read_page(
         merged.insert(key, reading);
     }
     for (key, reading) in folded {
-        // An unfolded row with the same key replaces the folded reading.
+        // An unconsumed row with the same key replaces the folded reading.
         merged.entry(key).or_insert(reading);
     }
-    // At most `limit` rows a page, unfolded ones included: with a large backlog (up to the
-    // fold's bound, 85,000 rows) a page of every unfolded row held about 10 MB for each export
+    // At most `limit` rows a page, unconsumed ones included: with a large backlog (up to the
+    // fold's bound, 85,000 rows) a page of every unconsumed row held about 10 MB for each export
     // streaming; the next page starts after the last key kept, whichever kind it was.
     if cut || merged.len() > limit {
         let rows: Vec<(Cursor, RawReading)> = merged.into_iter().take(limit).collect();

@@ -1,6 +1,7 @@
 //! The embedded store: one SQLite file in the data directory, `airq.db`, holds devices and
 //! readings; the ingestion log (`ingest/`, [`ingest_log`](crate::store::ingest_log)) takes
-//! uploads in before the fold ([`ingest`]) moves them into it.
+//! uploads in before the fold ([`ingest`]) moves them into it, and holds them in memory as the
+//! log's unconsumed rows until it has.
 //!
 //! `airq.db` runs in WAL mode with `synchronous = FULL`, so a committed transaction survives a
 //! crash or a power loss; the log's appends are synced behind them by a thread of their own, and
@@ -29,7 +30,7 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
-use super::ingest_log::IngestLog;
+use super::ingest_log::{Ingestion, Watermark};
 use super::StoreError;
 
 pub use device_store::SqliteDevices;
@@ -63,8 +64,7 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
-    log: IngestLog,
-    unfolded: ingest::Unfolded,
+    ingestion: Arc<ingest::SqliteIngestion>,
     _checkpointer: Checkpointer,
 }
 
@@ -89,30 +89,23 @@ impl Sqlite {
         writer.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         writer.pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
         let folded = ingest::folded_id(&writer)?;
-        let mut recovery = ingest::Recovery::past(folded);
-        let log = IngestLog::open(data_dir, segment_bytes, |entry| recovery.take(entry))?;
+        let (ingestion, _) = Ingestion::open(data_dir, segment_bytes, Watermark::Own(folded))?;
         rollup::derive_hours_at_start(&mut writer)?;
-        let unfolded = ingest::Unfolded::new(folded, recovery.rows());
         let checkpointer = Checkpointer::start(connect(&path, busy_timeout)?)?;
         Ok(Arc::new(Self {
             path,
             busy_timeout,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
-            log,
-            unfolded,
+            ingestion,
             _checkpointer: checkpointer,
         }))
     }
 
-    /// The ingestion log the batch writer appends to.
-    pub(crate) fn log(&self) -> &IngestLog {
-        &self.log
-    }
-
-    /// The appended rows the fold has not reached yet.
-    pub(crate) fn unfolded(&self) -> &ingest::Unfolded {
-        &self.unfolded
+    /// The ingestion log and its unconsumed rows: what the sink appends to, the fold consumes and
+    /// the reads overlay on the folded tables.
+    fn ingestion(&self) -> &Arc<ingest::SqliteIngestion> {
+        &self.ingestion
     }
 
     /// Runs `work` on a reader connection, on the blocking pool.

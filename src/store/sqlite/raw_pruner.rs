@@ -5,7 +5,7 @@
 //! log), so a prune never holds one up; the fold does, and a chunk holds the connection for one
 //! short transaction, so the fold waits at most that long. Rows are found per device through the
 //! device index (`readings_by_device`, keyed by device then time), never by scanning `readings`.
-//! Only folded rows are pruned; unfolded ones before the cutoff (late uploads) are pruned once
+//! Only folded rows are pruned; unconsumed ones before the cutoff (late uploads) are pruned once
 //! folded, and the upload window refuses `measured_at` before the cutoff anyway.
 
 use std::sync::Arc;

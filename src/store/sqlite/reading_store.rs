@@ -1,9 +1,9 @@
-//! [`ReadingStore`] on the embedded database: folded tables plus the unfolded tail.
+//! [`ReadingStore`] on the embedded database: folded tables plus the view of unconsumed rows.
 //!
 //! Every method runs in one read transaction, reads the folded tables (the device index, the
 //! rollups, `device_latest`) and merges the rows the fold has not reached yet
-//! ([`Tail`](super::ingest::tail::Tail)), so a read right after a 201 includes its reading and a
-//! replaced reading never counts twice. One exception, for speed: a bucket read of many rollup
+//! ([`UnconsumedView`](super::ingest::UnconsumedView)), so a read right after a 201 includes its
+//! reading and a replaced reading never counts twice. One exception, for speed: a bucket read of many rollup
 //! rows reads two halves of the devices at once, each in a read transaction of its own, and adds
 //! them up. Each device's sums then still come from one snapshot and include every reading
 //! acknowledged before the request; only the two halves may be a fold apart.
@@ -19,8 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::export_pages;
-use super::ingest::folded_id;
-use super::ingest::tail::Tail;
+use super::ingest::{folded_id, UnconsumedView};
 use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
@@ -93,18 +92,21 @@ impl SqliteReadings {
         Self { db }
     }
 
-    /// Runs `work` with the asked devices and their tail, in one read transaction.
-    async fn with_tail<T, F>(&self, devices: &[DeviceUuid], work: F) -> Result<T, StoreError>
+    /// Runs `work` with the asked devices and their view of unconsumed rows, in one read
+    /// transaction.
+    async fn with_view<T, F>(&self, devices: &[DeviceUuid], work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, &Rc<Vec<Value>>, Tail) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Connection, &Rc<Vec<Value>>, UnconsumedView) -> Result<T, StoreError>
+            + Send
+            + 'static,
     {
         let devices = owned_devices(devices);
         let db = Arc::clone(&self.db);
         self.db
             .read_snapshot(move |connection| {
-                let tail = Tail::read(connection, db.unfolded(), &devices)?;
-                work(connection, &device_array(&devices), tail)
+                let view = UnconsumedView::read(connection, db.ingestion(), &devices)?;
+                work(connection, &device_array(&devices), view)
             })
             .await
     }
@@ -118,7 +120,7 @@ impl SqliteReadings {
         let buckets: Vec<_> = plan.buckets.iter().map(|b| (b.start, b.end)).collect();
         let starts: Vec<i64> = plan.buckets.iter().map(|b| to_micros(b.start)).collect();
         let end = plan.buckets.last().map_or(i64::MIN, |b| to_micros(b.end));
-        self.with_tail(devices, move |connection, devices, tail| {
+        self.with_view(devices, move |connection, devices, view| {
             let (covers, read) = plan_reads(buckets.iter().copied(), hours_through(connection)?);
             let slots = SlotSums::read(connection, devices, &read)?;
             let mut sums: Vec<Aggregate> = covers.iter().map(|pieces| slots.sum(pieces)).collect();
@@ -127,7 +129,7 @@ impl SqliteReadings {
                     .then(|| starts.partition_point(|start| *start <= at).checked_sub(1))
                     .flatten()
             };
-            merge_tail(&tail, bucket_of, &mut sums);
+            merge_view(&view, bucket_of, &mut sums);
             Ok(sums)
         })
         .await
@@ -166,15 +168,19 @@ fn read_aggregate(row: &Row<'_>) -> rusqlite::Result<Aggregate> {
     })
 }
 
-/// Adds the tail's rows whose time `keep` accepts and takes away the folded readings they
+/// Adds the view's rows whose time `keep` accepts and takes away the folded readings they
 /// replace, to the aggregate `slot` picks for each time (or none).
-fn merge_tail(tail: &Tail, mut slot: impl FnMut(i64) -> Option<usize>, sums: &mut [Aggregate]) {
-    for row in &tail.rows {
+fn merge_view(
+    view: &UnconsumedView,
+    mut slot: impl FnMut(i64) -> Option<usize>,
+    sums: &mut [Aggregate],
+) {
+    for row in &view.rows {
         if let Some(sum) = slot(row.at).and_then(|index| sums.get_mut(index)) {
             *sum += Aggregate::of(&row.values);
         }
     }
-    for replaced in &tail.replaced {
+    for replaced in &view.replaced {
         if let Some(sum) = slot(replaced.at).and_then(|index| sums.get_mut(index)) {
             sum.count = sum.count.saturating_sub(1);
             sum.sums -= replaced.values;
@@ -185,14 +191,14 @@ fn merge_tail(tail: &Tail, mut slot: impl FnMut(i64) -> Option<usize>, sums: &mu
 #[async_trait]
 impl ReadingStore for SqliteReadings {
     async fn last_seen(&self, devices: &[DeviceUuid]) -> Result<Option<DateTime<Utc>>, StoreError> {
-        self.with_tail(devices, |connection, devices, tail| {
+        self.with_view(devices, |connection, devices, view| {
             let folded: Option<i64> = connection
                 .prepare_cached(
                     "SELECT max(last_seen) FROM device_latest WHERE device IN rarray(?1)",
                 )?
                 .query_row([Rc::clone(devices)], |row| row.get(0))?;
-            let unfolded = tail.rows.iter().map(|row| row.at).max();
-            folded.max(unfolded).map(from_micros).transpose()
+            let unconsumed = view.rows.iter().map(|row| row.at).max();
+            folded.max(unconsumed).map(from_micros).transpose()
         })
         .await
     }
@@ -204,7 +210,7 @@ impl ReadingStore for SqliteReadings {
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError> {
         let (after, until) = (to_micros(after), to_micros(until));
-        self.with_tail(devices, move |connection, devices, tail| {
+        self.with_view(devices, move |connection, devices, view| {
             let folded = connection
                 .prepare_cached(&format!(
                     "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
@@ -213,8 +219,8 @@ impl ReadingStore for SqliteReadings {
                 ))?
                 .query_row(params![Rc::clone(devices), after, until], read_aggregate)?;
             let mut sums = [folded];
-            merge_tail(
-                &tail,
+            merge_view(
+                &view,
                 |at| (at > after && at <= until).then_some(0),
                 &mut sums,
             );
@@ -252,7 +258,7 @@ impl ReadingStore for SqliteReadings {
         } else {
             HashSet::new()
         };
-        self.with_tail(devices, move |connection, devices, tail| {
+        self.with_view(devices, move |connection, devices, view| {
             let read_row = |row: &Row<'_>| {
                 let device = read_device(row, 0)?.unwrap_or_default();
                 if whole_table && !asked.contains(&device) {
@@ -290,17 +296,17 @@ impl ReadingStore for SqliteReadings {
             type Latest = (Option<Located>, i64);
             let mut latest: HashMap<[u8; 16], Latest> = HashMap::with_capacity(rows.len());
             for (device, mut located, last_seen) in rows {
-                // A folded location whose reading an unfolded one replaces is gone with it; the
+                // A folded location whose reading an unconsumed one replaces is gone with it; the
                 // one before it counts until the replacing row is weighed below.
                 while let Some(at) = located.as_ref().map(|located| located.0) {
-                    if !tail.replaces(device, at) {
+                    if !view.replaces(device, at) {
                         break;
                     }
                     located = located_before(connection, device, at)?;
                 }
                 latest.insert(device, (located, last_seen));
             }
-            for row in &tail.rows {
+            for row in &view.rows {
                 let entry = latest.entry(row.device).or_insert((None, row.at));
                 entry.1 = entry.1.max(row.at);
                 if let Some((lat, lon, provider)) = &row.location {
@@ -361,7 +367,7 @@ impl ReadingStore for SqliteReadings {
         self.db
             .read_snapshot(move |connection| {
                 // The watermark first: rows folded after it are past it next time, and rows not
-                // folded yet are in `Unfolded`, listed after it.
+                // folded yet are unconsumed, listed after it.
                 let watermark = folded_id(connection)?;
                 let mut devices: HashSet<[u8; 16]> = HashSet::new();
                 if let Some(WriteMark(since)) = since {
@@ -371,7 +377,7 @@ impl ReadingStore for SqliteReadings {
                     for device in folded {
                         devices.extend(device?);
                     }
-                    devices.extend(db.unfolded().devices());
+                    devices.extend(db.ingestion().devices());
                 }
                 let devices = devices
                     .into_iter()
@@ -389,31 +395,31 @@ impl ReadingStore for SqliteReadings {
         let db = Arc::clone(&self.db);
         self.db
             .write(move |connection| {
-                db.log().forget_device(device)?;
-                let transaction = connection.transaction()?;
-                transaction
-                    .prepare_cached(
-                        "DELETE FROM readings WHERE id IN \
-                         (SELECT id FROM readings_by_device WHERE device = ?1)",
-                    )?
-                    .execute([device.as_slice()])?;
-                for table in [
-                    "readings_by_device",
-                    "rollups_15m",
-                    "rollups_1d",
-                    "rollups_hour_of_day",
-                    "device_latest",
-                ] {
-                    transaction
-                        .prepare_cached(&format!("DELETE FROM {table} WHERE device = ?1"))?
-                        .execute([device.as_slice()])?;
-                }
-                transaction.commit()?;
                 // Under the writer lock, which the fold holds too: it takes its rows from memory,
                 // and must find this device's gone from there as a scan of the log would (also
                 // those still syncing or in flight, which join the memory later).
-                db.unfolded().forget_device(device);
-                Ok(())
+                db.ingestion().forget_device(device, || {
+                    let transaction = connection.transaction()?;
+                    transaction
+                        .prepare_cached(
+                            "DELETE FROM readings WHERE id IN \
+                             (SELECT id FROM readings_by_device WHERE device = ?1)",
+                        )?
+                        .execute([device.as_slice()])?;
+                    for table in [
+                        "readings_by_device",
+                        "rollups_15m",
+                        "rollups_1d",
+                        "rollups_hour_of_day",
+                        "device_latest",
+                    ] {
+                        transaction
+                            .prepare_cached(&format!("DELETE FROM {table} WHERE device = ?1"))?
+                            .execute([device.as_slice()])?;
+                    }
+                    transaction.commit()?;
+                    Ok(())
+                })
             })
             .await?;
         Ok(())

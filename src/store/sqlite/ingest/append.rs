@@ -1,18 +1,17 @@
 //! The batch writer's sink: appends raw rows to the ingestion log and nothing else; once the
-//! group sync has made them durable they join the unfolded rows and the fold hears of them.
+//! group sync has made them durable they join the unconsumed rows and the fold hears of them
+//! (the log's [`Appender`] keeps that order).
 
-use std::fs::File;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::Utc;
 
-use super::fold::{FoldConfig, FoldNotices, Folder};
-use super::{stored_folded_id, LoggedRow, Providers, MAX_BACKLOG};
+use super::fold::{FoldConfig, Folder};
+use super::{stored_folded_id, LoggedRow, MAX_BACKLOG};
 use crate::domain::{ReadingId, StoredReading};
-use crate::store::ingest_log::GroupSync;
-use crate::store::sqlite::{to_micros, Sqlite};
+use crate::store::ingest_log::Appender;
+use crate::store::sqlite::Sqlite;
 use crate::store::{ReadingSink, StoreError};
 
 /// How often a writer held back by a full backlog looks again.
@@ -27,20 +26,14 @@ const BACKLOG_WAIT: Duration = Duration::from_secs(10);
 /// everything) when the sink is dropped.
 #[derive(Debug)]
 pub struct SqliteReadingSink {
-    db: Arc<Sqlite>,
     next_id: u64,
     /// The highest receipt id appended to the log. Ids of a batch whose append failed are taken
     /// (a retry reuses them, a later batch does not) but never written, so the backlog is
     /// counted up to this id, not up to `next_id`: the fold never passes ids nobody wrote.
     written_through: i64,
     /// Dropped before the fold, so that the fold's last round finds every synced batch.
-    sync: GroupSync,
+    appender: Appender<LoggedRow>,
     folder: Folder,
-    /// Tells the fold of synced rows, from the sync's thread.
-    fold_notices: Arc<FoldNotices>,
-    /// The receive time and segment of the last batch written, for its `when_durable`.
-    written: Option<(i64, Arc<File>)>,
-    providers: Providers,
 }
 
 impl SqliteReadingSink {
@@ -48,25 +41,30 @@ impl SqliteReadingSink {
     pub fn open(db: Arc<Sqlite>, fold: FoldConfig) -> Result<Self, StoreError> {
         // Past every id logged and every id folded (the watermark never goes down, so ids of
         // deleted readings are not handed out again).
-        let next_id = db.log().highest().max(stored_folded_id(&db)?) + 1;
-        let folder = Folder::start(Arc::clone(&db), fold, next_id - 1)?;
-        let sync = GroupSync::start()?;
-        let fold_notices = Arc::new(folder.notices(fold.rows.max(1)));
+        let next_id = db.ingestion().highest().max(stored_folded_id(&db)?) + 1;
+        let ingestion = Arc::clone(db.ingestion());
+        let folder = Folder::start(db, fold, next_id - 1)?;
+        // Tells the fold of synced rows, from the sync's thread.
+        let notices = folder.notices(fold.rows.max(1));
+        let appender = Appender::start(
+            ingestion,
+            Box::new(move |through, _| {
+                if let Some(through) = through {
+                    notices.appended(through);
+                }
+            }),
+        )?;
         Ok(Self {
-            db,
             next_id: u64::try_from(next_id).unwrap_or(1),
             written_through: next_id - 1,
-            sync,
+            appender,
             folder,
-            fold_notices,
-            written: None,
-            providers: Providers::default(),
         })
     }
 
     /// Reads the rows appended and not folded yet, from any thread (for `/metrics`).
-    pub fn unfolded_rows(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
-        self.folder.unfolded()
+    pub fn backlog_rows(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
+        self.folder.backlog_rows()
     }
 
     /// Rows appended and not folded yet: an upper bound, since ids of failed batches between
@@ -105,9 +103,7 @@ impl ReadingSink for SqliteReadingSink {
     /// Blocks the writer thread for the append (not its sync); nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.wait_for_room().await?;
-        let received_at = to_micros(Utc::now());
-        let segment = self.db.log().append(batch, received_at)?;
-        self.written = Some((received_at, segment));
+        self.appender.append(batch)?;
         if let Some(last) = batch.iter().map(|stored| stored.id.get()).max() {
             self.written_through = self
                 .written_through
@@ -116,31 +112,9 @@ impl ReadingSink for SqliteReadingSink {
         Ok(())
     }
 
-    /// Once synced, the rows join the unfolded ones (reads and the fold see them from then on),
-    /// before `then` answers their uploads.
+    /// Once synced, the rows join the unconsumed ones (reads and the fold see them from then
+    /// on), before `then` answers their uploads.
     fn when_durable(&mut self, batch: &[StoredReading], then: Box<dyn FnOnce() + Send>) {
-        let Some((received_at, segment)) = self.written.take() else {
-            // Only a written batch is handed here; one that was not is not answered 201.
-            tracing::error!("a batch reported durable was not written");
-            return;
-        };
-        let rows: Vec<Arc<LoggedRow>> = batch
-            .iter()
-            .map(|stored| Arc::new(LoggedRow::of(stored, received_at, &mut self.providers)))
-            .collect();
-        let db = Arc::clone(&self.db);
-        let fold = Arc::clone(&self.fold_notices);
-        self.sync.appended(
-            segment,
-            Box::new(move || {
-                // Ids grow with the batch, so its last row has the highest.
-                let through = rows.last().map(|row| row.id);
-                db.unfolded().add(rows);
-                if let Some(through) = through {
-                    fold.appended(through);
-                }
-                then();
-            }),
-        );
+        self.appender.when_durable(batch, then);
     }
 }

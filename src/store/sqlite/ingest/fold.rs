@@ -1,18 +1,19 @@
 //! The fold: derives everything device-keyed from the appended rows, behind the uploads.
 //!
-//! A thread of its own folds the appended rows past the watermark (taken from memory,
-//! [`Unfolded`], which holds each committed row until it is folded) once [`FoldConfig::rows`] of
-//! them wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`] rows on
-//! the writer connection of `airq.db`, then prunes them from the log
-//! ([`IngestLog`](crate::store::ingest_log::IngestLog));
+//! A thread of its own folds the appended rows past the watermark (taken from memory, the log's
+//! unconsumed rows, which hold each committed row until it is folded) once [`FoldConfig::rows`]
+//! of them wait or [`FoldConfig::interval`] has passed, in transactions of at most [`CHUNK`]
+//! rows on the writer connection of `airq.db`, then reports them consumed, which forgets them
+//! and prunes the log ([`Ingestion::consumed`](crate::store::ingest_log::Ingestion::consumed));
 //! appends go to the log meanwhile and never wait for a chunk. Folding many rows at once is
 //! what makes it cheap: a device's samples in one chunk share their rollup and `device_latest`
 //! rows, and every page a chunk dirties is written to the WAL once per chunk, not once per
 //! reading (measured with 10,000 devices: chunks of 16,384 rows fold for about a quarter of the
 //! CPU per reading that chunks of 2,048 did; folding every 2 s instead of every 0.5 s took
 //! single uploads from 20.8 k to 28.0 k a second). Reads do not pay for the larger backlog: they
-//! take unfolded rows from memory ([`Unfolded`](super::Unfolded)). Each transaction moves the
-//! watermark together with what it derived, so a crash never folds a row twice or loses one.
+//! take unconsumed rows from memory ([`UnconsumedView`](super::UnconsumedView)). Each
+//! transaction moves the watermark together with what it derived, so a crash never folds a row
+//! twice or loses one.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{folded_id, LoggedRow, Unfolded, FOLDED_ID};
+use super::{folded_id, LoggedRow, SqliteIngestion, FOLDED_ID};
 use crate::domain::Measure;
 use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
@@ -32,7 +33,7 @@ use crate::store::StoreError;
 /// writes every page the chunk dirtied, and with many devices most pages of the device-keyed
 /// tables are dirtied by any chunk: 65,536 rows folded for 6 µs of CPU per single upload against
 /// 9 µs in chunks of 16,384 (`bench/RESULTS.md`, thirteenth session). The chunk shares its rows
-/// with [`Unfolded`] (a pointer per row), so its size costs no second copy of them.
+/// with the unconsumed rows (a pointer per row), so its size costs no second copy of them.
 const CHUNK: i64 = 65_536;
 
 /// When the fold runs.
@@ -65,7 +66,7 @@ pub(super) struct Folder {
 }
 
 impl Folder {
-    /// Starts folding `db` from its stored watermark (rows a crash left unfolded included), with
+    /// Starts folding `db` from its stored watermark (rows a crash left unconsumed included), with
     /// rows appended up to receipt id `appended`.
     pub(super) fn start(
         db: Arc<Sqlite>,
@@ -106,7 +107,7 @@ impl Folder {
 
     /// Reads the rows waiting for the fold (ids of failed batches count too: an upper bound),
     /// from any thread, for as long as the reader is kept.
-    pub(super) fn unfolded(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
+    pub(super) fn backlog_rows(&self) -> impl Fn() -> i64 + Send + Sync + 'static {
         let progress = Arc::clone(&self.progress);
         move || {
             let folded = progress.folded.load(Ordering::Acquire);
@@ -161,14 +162,13 @@ fn run(db: &Sqlite, progress: &Progress, config: FoldConfig) {
         let stopping = progress.stop.load(Ordering::Acquire);
         let appended = progress.appended.load(Ordering::Acquire);
         progress.taken.store(appended, Ordering::Release);
-        match db.write_blocking(|connection| fold_chunk(connection, db.unfolded(), appended)) {
+        match db.write_blocking(|connection| fold_chunk(connection, db.ingestion(), appended)) {
             Ok(Some(Folded { through, devices })) => {
-                db.unfolded().forget_folded(through, &devices);
-                progress.folded.store(through, Ordering::Release);
                 // Left in the log, folded rows are only skipped: the next prune takes them.
-                if let Err(error) = db.log().prune(through) {
+                if let Err(error) = db.ingestion().consumed(through, &devices) {
                     tracing::warn!(error = %crate::telemetry::chain(&error), "pruning the ingestion log failed");
                 }
+                progress.folded.store(through, Ordering::Release);
                 // Caught up: what arrived meanwhile waits for the interval or for `rows` of it,
                 // so under a steady load the fold still takes large chunks, not a trickle of
                 // small ones each dirtying nearly as many pages as a large one.
@@ -210,16 +210,16 @@ struct Folded {
 
 /// Folds the rows past the watermark, their ids spanning at most [`CHUNK`] and none past
 /// `appended`, in one transaction, or answers `None` when there was nothing to fold. The rows
-/// come from `unfolded`, which holds every committed row up to `appended` (the writer lock, held
-/// here and by a device's deletion, keeps a deleted device's rows out).
+/// come from the unconsumed ones, which hold every committed row up to `appended` (the writer
+/// lock, held here and by a device's deletion, keeps a deleted device's rows out).
 fn fold_chunk(
     connection: &mut Connection,
-    unfolded: &Unfolded,
+    ingestion: &SqliteIngestion,
     appended: i64,
 ) -> Result<Option<Folded>, StoreError> {
     let transaction = connection.transaction()?;
     let watermark = folded_id(&transaction)?;
-    let rows = unfolded.chunk(watermark, appended, CHUNK);
+    let rows = ingestion.chunk(watermark, appended, CHUNK);
     let Some(last) = rows.iter().map(|row| row.id).max() else {
         return Ok(None);
     };

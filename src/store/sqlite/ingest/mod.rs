@@ -1,25 +1,25 @@
 //! Append first, index behind: how the embedded store takes readings in.
 //!
 //! The batch writer's write only **appends** the raw rows to the ingestion log
-//! ([`IngestLog`](crate::store::ingest_log), segment files in `ingest/` beside `airq.db`, so
+//! ([`ingest_log`](crate::store::ingest_log), segment files in `ingest/` beside `airq.db`, so
 //! appends never wait for the fold's lock on `airq.db`); a thread of its own then syncs the
-//! log ([`GroupSync`]) while the writer appends the next batch, and only once that sync is done
-//! do the rows survive `kill -9` and power loss, become visible, and is the upload answered 201.
-//! Everything else is **folded** in behind, by a thread of its own, from the rows past the
-//! `folded_id` counter, kept in memory until folded ([`Unfolded`]), in large transactions: the
-//! raw rows into `readings`, the device index (`readings_by_device`), the quarter-hour, day and
-//! hour-of-day rollups, `device_latest`, and the replacement of a reading by a later one with
-//! the same (device, `measured_at`).
+//! log while the writer appends the next batch, and only once that sync is done do the rows
+//! survive `kill -9` and power loss, become visible, and is the upload answered 201. Everything
+//! else is **folded** in behind, by a thread of its own, from the rows past the `folded_id`
+//! counter, kept in memory until folded (the log's **unconsumed** rows), in large transactions:
+//! the raw rows into `readings`, the device index (`readings_by_device`), the quarter-hour, day
+//! and hour-of-day rollups, `device_latest`, and the replacement of a reading by a later one
+//! with the same (device, `measured_at`).
 //!
 //! The rules:
 //! - **Nothing acknowledged is lost.** A row is appended and synced to the log before its 201
 //!   (and before reads or the fold see it); the fold moves the watermark in the same
 //!   transaction as the rows it wrote and what it derived, and the log drops a segment only once
-//!   the watermark has passed all of it, so a crash anywhere leaves either the row unfolded in
+//!   the watermark has passed all of it, so a crash anywhere leaves either the row unconsumed in
 //!   the log (folded at the next start) or folded and counted once.
 //! - **Reads are exact and fresh.** Every read runs in one SQLite read transaction and merges what
-//!   the fold has not reached yet ([`tail`]), kept in memory by device ([`Unfolded`]): rows past
-//!   the watermark are added, earlier readings they replace are taken away. A read after a 201
+//!   the fold has not reached yet ([`UnconsumedView`]), kept in memory by device: rows past the
+//!   watermark are added, earlier readings they replace are taken away. A read after a 201
 //!   includes its reading.
 //! - **The backlog is bounded.** When more than [`MAX_BACKLOG`] rows wait for the fold, the batch
 //!   writer waits for it before appending (and so do the uploads behind it), for a bounded time
@@ -31,8 +31,7 @@
 
 mod append;
 mod fold;
-pub(super) mod tail;
-mod unfolded;
+mod view;
 
 use std::sync::{Arc, LazyLock};
 
@@ -40,14 +39,18 @@ use super::{device_bytes, to_micros};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measurements, StoredReading};
 use crate::store::columns;
-use crate::store::ingest_log::Entry;
+use crate::store::ingest_log::{Ingestion, UnconsumedRow};
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
-pub(crate) use unfolded::Unfolded;
+pub(super) use view::UnconsumedView;
 
-/// Unfolded rows after which appends wait for the fold. Each costs about 300 bytes of memory while
-/// it waits (measured: 100,000 more rows, 30 MiB more peak RSS), and the server's RSS target is
+/// The embedded store's ingestion: the log, and its unconsumed rows as the fold and the reads
+/// use them.
+pub(super) type SqliteIngestion = Ingestion<LoggedRow>;
+
+/// Unconsumed rows after which appends wait for the fold. Each costs about 300 bytes of memory
+/// while it waits (measured: 100,000 more rows, 30 MiB more peak RSS), and the server's RSS target is
 /// 150 MB: with 100,000, batch uploads from 10,000 devices peaked at 147–151 MiB once the log's
 /// larger pages let the fold keep up at a higher rate; with 85,000, at 139 MiB and no slower.
 pub(crate) const MAX_BACKLOG: i64 = 85_000;
@@ -63,7 +66,7 @@ pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A raw row of `readings`, as the fold and the tail of reads see it.
+/// A raw row of `readings`, as the fold and the reads' view of unconsumed rows see it.
 #[derive(Debug, Clone)]
 pub(super) struct LoggedRow {
     pub(super) id: i64,
@@ -82,7 +85,7 @@ pub(super) struct LoggedRow {
 }
 
 /// The sensor models of the rows last made, shared by the next rows that name the same: a fleet
-/// names few, and every unfolded row keeps them in memory.
+/// names few, and every unconsumed row keeps them in memory.
 #[derive(Debug, Default)]
 pub(super) struct Providers(Option<Arc<(String, String)>>);
 
@@ -104,24 +107,6 @@ impl Providers {
 }
 
 impl LoggedRow {
-    /// The row a stored reading was appended as.
-    pub(super) fn of(stored: &StoredReading, received_at: i64, providers: &mut Providers) -> Self {
-        Self {
-            id: i64::try_from(stored.id.get()).unwrap_or(i64::MAX),
-            device: device_bytes(stored.device),
-            at: to_micros(stored.at),
-            keyed: stored.reading.measured_at.is_some(),
-            values: stored.reading.values,
-            location: stored
-                .reading
-                .location
-                .as_ref()
-                .map(|location| (location.lat, location.lon, location.provider.clone())),
-            received_at,
-            providers: providers.of(stored),
-        }
-    }
-
     /// Binds the row to a statement over [`RAW_COLUMNS`].
     fn bind(&self, statement: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
         let location = self.location.as_ref();
@@ -141,50 +126,37 @@ impl LoggedRow {
     }
 }
 
-/// The rows of the log past a watermark, gathered entry by entry as a scan of the log finds
-/// them, without the readings of devices deleted after they were logged.
-#[derive(Debug)]
-pub(super) struct Recovery {
-    folded: i64,
-    providers: Providers,
-    rows: Vec<LoggedRow>,
-}
+impl UnconsumedRow for LoggedRow {
+    type Maker = Providers;
 
-impl Recovery {
-    /// Gathers the rows past `folded`.
-    pub(super) fn past(folded: i64) -> Self {
+    /// The row a stored reading was appended as.
+    fn of(stored: &StoredReading, received_at: i64, providers: &mut Providers) -> Self {
         Self {
-            folded,
-            providers: Providers::default(),
-            rows: Vec::new(),
+            id: i64::try_from(stored.id.get()).unwrap_or(i64::MAX),
+            device: device_bytes(stored.device),
+            at: to_micros(stored.at),
+            keyed: stored.reading.measured_at.is_some(),
+            values: stored.reading.values,
+            location: stored
+                .reading
+                .location
+                .as_ref()
+                .map(|location| (location.lat, location.lon, location.provider.clone())),
+            received_at,
+            providers: providers.of(stored),
         }
     }
 
-    /// Takes the log's next entry.
-    pub(super) fn take(&mut self, entry: Entry) {
-        match entry {
-            Entry::Reading {
-                stored,
-                received_at,
-            } => {
-                if i64::try_from(stored.id.get()).unwrap_or(i64::MAX) > self.folded {
-                    let row = LoggedRow::of(&stored, received_at, &mut self.providers);
-                    self.rows.push(row);
-                }
-            }
-            Entry::Forget { device, through } => {
-                self.rows
-                    .retain(|row| row.device != device || row.id > through);
-            }
-            // The fold's own watermark, in `airq.db`, is the one that counts.
-            Entry::Consumed { .. } => {}
-        }
+    fn id(&self) -> i64 {
+        self.id
     }
 
-    /// The rows gathered, in id order.
-    pub(super) fn rows(mut self) -> Vec<LoggedRow> {
-        self.rows.sort_unstable_by_key(|row| row.id);
-        self.rows
+    fn device(&self) -> [u8; 16] {
+        self.device
+    }
+
+    fn key(&self) -> Option<i64> {
+        self.keyed.then_some(self.at)
     }
 }
 

@@ -1,23 +1,24 @@
-//! What reads add to the folded tables: the rows the fold has not reached yet.
+//! What reads add to the folded tables: a read's view of the unconsumed rows, the ones the fold
+//! has not reached yet.
 //!
-//! Taken from [`Unfolded`] as of the same read transaction as the folded tables, so both describe
-//! one moment.
-//! Of the unfolded rows of the asked devices, a keyed row that a later unfolded row replaces is
-//! left out; and a folded reading that an unfolded keyed row replaces is listed, so a read takes
-//! it away from the folded sums.
+//! Why a view and not the rows alone: a read must describe one moment, so the rows are taken as
+//! of the same read transaction as the folded tables (past the watermark it reads); and a
+//! replaced reading must never count twice, so of the unconsumed rows of the asked devices a
+//! keyed row that a later one replaces is left out, and a folded reading that an unconsumed
+//! keyed row replaces is listed, so a read takes it away from the folded sums.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{LoggedRow, Unfolded};
+use super::{folded_id, LoggedRow, SqliteIngestion};
 use crate::domain::Measurements;
 use crate::store::columns;
 use crate::store::sqlite::read_values;
 use crate::store::StoreError;
 
-/// A folded reading that an unfolded one replaces.
+/// A folded reading that an unconsumed one replaces.
 #[derive(Debug, Clone)]
 pub(crate) struct Replaced {
     /// Its device.
@@ -28,23 +29,24 @@ pub(crate) struct Replaced {
     pub(crate) values: Measurements,
 }
 
-/// The unfolded part of the asked devices' readings.
+/// The unconsumed part of the asked devices' readings.
 #[derive(Debug, Default)]
-pub(crate) struct Tail {
-    /// Unfolded rows that count (oldest first).
+pub(crate) struct UnconsumedView {
+    /// Unconsumed rows that count (oldest first).
     pub(crate) rows: Vec<Arc<LoggedRow>>,
     /// Folded readings that no longer count.
     pub(crate) replaced: Vec<Replaced>,
 }
 
-impl Tail {
-    /// The tail of `devices`, as of `connection`'s current transaction (whose first read this is).
+impl UnconsumedView {
+    /// The view of `devices`, as of `connection`'s current transaction (whose first read this
+    /// is).
     pub(crate) fn read(
         connection: &Connection,
-        pending: &Unfolded,
+        ingestion: &SqliteIngestion,
         devices: &[[u8; 16]],
     ) -> Result<Self, StoreError> {
-        let rows = unfolded(connection, pending, devices)?;
+        let rows = Self::rows(connection, ingestion, devices)?;
         if rows.is_empty() {
             return Ok(Self::default());
         }
@@ -70,30 +72,20 @@ impl Tail {
         Ok(Self { rows, replaced })
     }
 
-    /// Whether an unfolded row replaces `device`'s folded reading at `at`.
+    /// Whether an unconsumed row replaces `device`'s folded reading at `at`.
     pub(crate) fn replaces(&self, device: [u8; 16], at: i64) -> bool {
         self.replaced
             .iter()
             .any(|replaced| replaced.device == device && replaced.at == at)
     }
-}
 
-/// The unfolded rows of `devices` that count, oldest first: of keyed rows with the same
-/// (device, time), only the latest. Must be the first read of `connection`'s transaction.
-pub(crate) fn unfolded(
-    connection: &Connection,
-    pending: &Unfolded,
-    devices: &[[u8; 16]],
-) -> Result<Vec<Arc<LoggedRow>>, StoreError> {
-    let mut rows = pending.rows_of(connection, devices)?;
-    // Newest first: a keyed row whose key was already seen is replaced by that later row.
-    let mut keys = HashSet::new();
-    let mut superseded = HashSet::new();
-    for row in rows.iter().rev().filter(|row| row.keyed) {
-        if !keys.insert((row.device, row.at)) {
-            superseded.insert(row.id);
-        }
+    /// The unconsumed rows of `devices` that count, oldest first: of keyed rows with the same
+    /// (device, time), only the latest. Must be the first read of `connection`'s transaction.
+    pub(crate) fn rows(
+        connection: &Connection,
+        ingestion: &SqliteIngestion,
+        devices: &[[u8; 16]],
+    ) -> Result<Vec<Arc<LoggedRow>>, StoreError> {
+        ingestion.view(|| Ok(folded_id(connection)?), devices)
     }
-    rows.retain(|row| !superseded.contains(&row.id));
-    Ok(rows)
 }

@@ -251,8 +251,8 @@ fn read_up_to(
 
 #[cfg(test)]
 mod tests {
+    use super::super::record::tests::reading;
     use super::*;
-    use crate::store::ingest_log::record::tests::reading;
 
     #[test]
     fn frames_are_read_across_buffer_ends_and_stop_at_the_end_of_the_entries() {
