@@ -81,8 +81,6 @@ struct Inner<R> {
     by_device: HashMap<[u8; 16], Vec<Arc<R>>>,
     /// The consumer's watermark: rows up to it are never added again.
     consumed: i64,
-    /// The highest id added so far (rows come in id order).
-    added: i64,
     /// Deleted devices whose rows may still be on their way here ([`FORGET_WINDOW`]), with when
     /// their deletion was logged.
     forgotten: HashMap<[u8; 16], Instant>,
@@ -94,7 +92,6 @@ impl<R> Default for Unconsumed<R> {
             inner: RwLock::new(Inner {
                 by_device: HashMap::new(),
                 consumed: 0,
-                added: 0,
                 forgotten: HashMap::new(),
             }),
         }
@@ -123,7 +120,6 @@ impl<R: UnconsumedRow> Unconsumed<R> {
             .map(Into::into)
             .filter(|row| row.id() > inner.consumed)
         {
-            inner.added = inner.added.max(row.id());
             if inner.forgotten.contains_key(&row.device()) {
                 continue;
             }
