@@ -18,7 +18,7 @@ use super::layout::{self, aqi_chip, offline_aqi_chip, Chrome, NOT_CURRENT};
 use super::map_page::{library_script, library_style};
 use super::settings::MapSettings;
 use super::text::{decimal, display_name, isolated};
-use crate::domain::snapshot::{window, WINDOW};
+use crate::domain::snapshot::is_fallback;
 use crate::domain::{AqiCategory, BucketPlan, Device, DeviceUuid, Measure, Snapshot, Status};
 use crate::read::series::Series;
 
@@ -139,7 +139,7 @@ fn current_section(snapshot: Option<&Snapshot>, now: DateTime<Utc>) -> Markup {
                     " These values are not current air quality: they are the means of "
                     // The snapshot's window ends at the last reading; it is the last hour only
                     // while that reading is less than an hour old.
-                    @if window(now, snapshot.last_seen).0 == snapshot.last_seen - WINDOW {
+                    @if is_fallback(now, snapshot.last_seen) {
                         "the hour up to its last reading"
                     } @else {
                         "the last hour, up to its last reading"

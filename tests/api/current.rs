@@ -641,3 +641,42 @@ async fn a_deleted_device_cannot_report_again() {
     problem(response, 401).await;
     problem(app.get_as("alice", "/air-quality/current").await, 404).await;
 }
+
+#[airq_test::test]
+async fn the_hour_is_counted_in_whole_seconds() {
+    let app = TestApp::spawn().await;
+    let now = t0() + TimeDelta::milliseconds(400);
+    app.clock.set(now);
+    let device = app.register_named("alice", "Hall").await;
+    // Less than an hour before now, but in the second an hour before now's: left out.
+    report(
+        &app,
+        &device,
+        sample_with(100, 10.0, 30.0),
+        t0() - minutes(60) + TimeDelta::milliseconds(300),
+    )
+    .await;
+    report(
+        &app,
+        &device,
+        sample_with(20, 2.0, 20.0),
+        t0() - minutes(60) + TimeDelta::seconds(1),
+    )
+    .await;
+    // Later than now, in now's second: counted, and the last contact.
+    report(
+        &app,
+        &device,
+        sample_with(40, 4.0, 22.0),
+        t0() + TimeDelta::milliseconds(900),
+    )
+    .await;
+
+    for path in [device_path(&device), "/air-quality/current".to_owned()] {
+        let data = app.data_as("alice", &path).await;
+        assert_eq!(data["sample_count"].as_u64(), Some(2), "{path}: {data}");
+        assert_eq!(data["aqi"].as_i64(), Some(30), "{path}");
+        assert_close(&data["temperature"], 21.0, "temperature");
+        assert_eq!(data["last_seen"], "2026-10-25T12:00:00.900Z", "{path}");
+    }
+}

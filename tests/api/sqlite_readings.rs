@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::common::{problem, sample, sample_with, stored_sqlite_ids, TestApp};
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::common::{at, measured, problem, sample, sample_with, stored_sqlite_ids, TestApp};
 use crate::upload::{
     accepted, app_with_device, delete, device_id, device_key, receipt, sample_count, upload_with,
 };
@@ -210,5 +212,91 @@ async fn deleting_a_device_removes_its_stored_readings() {
         stored_sqlite_ids(app.data_dir.path()),
         [kept],
         "a deleted device's readings are gone at once"
+    );
+}
+
+/// A counter of `airq.db` (`folded_id`, `removed`), 0 while missing.
+fn stored_counter(data_dir: &Path, name: &str) -> i64 {
+    let db = rusqlite::Connection::open(data_dir.join("airq.db")).expect("airq.db");
+    db.query_row(
+        "SELECT coalesce(max(value), 0) FROM counters WHERE name = ?1",
+        [name],
+        |row| row.get(0),
+    )
+    .expect("counter")
+}
+
+/// Waits until the fold has moved `name` to at least `value`.
+async fn until_counter(app: &TestApp, name: &str, value: i64) {
+    for _ in 0..500 {
+        if stored_counter(app.data_dir.path(), name) >= value {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{name} did not reach {value}");
+}
+
+/// Uploads a reading of `aqi` measured at `when` and waits until the fold has taken it.
+async fn folded_upload(app: &TestApp, device: &serde_json::Value, aqi: i64, when: DateTime<Utc>) {
+    let (id, _) = accepted(app, device, &measured(sample_with(aqi, 1.0, 20.0), when)).await;
+    until_counter(app, "folded_id", i64::try_from(id).expect("an id")).await;
+}
+
+/// Alice's owner-wide sample count and AQI.
+async fn owner(app: &TestApp) -> (Option<u64>, Option<i64>) {
+    let data = app.data_as("alice", "/air-quality/current").await;
+    (data["sample_count"].as_u64(), data["aqi"].as_i64())
+}
+
+/// The embedded store keeps an owner's snapshot as per-second sums between requests, brought up
+/// to date from the rows folded since (`src/store/sqlite/recent_seconds.rs`). Each answer here
+/// must be what a pass over the raw rows gives: after new folded readings, a folded reading
+/// replaced, the hour moving past a reading, a device deleted, and the window falling back to
+/// the hour before the last contact.
+#[airq_test::test]
+async fn the_owner_snapshot_follows_folded_readings_replacements_deletions_and_time() {
+    let app = TestApp::spawn_with(|c| c.fold.rows = 1).await;
+    let t0 = at("2026-10-25T12:00:00Z");
+    let minutes = TimeDelta::minutes;
+    app.clock.set(t0);
+    let first = app.register_named("alice", "First").await;
+    let second = app.register_named("alice", "Second").await;
+    let third = app.register_named("alice", "Third").await;
+
+    folded_upload(&app, &first, 10, t0 - minutes(10)).await;
+    assert_eq!(owner(&app).await, (Some(1), Some(10)));
+    folded_upload(&app, &second, 30, t0 - minutes(5)).await;
+    assert_eq!(
+        owner(&app).await,
+        (Some(2), Some(20)),
+        "a reading folded since"
+    );
+
+    folded_upload(&app, &first, 50, t0 - minutes(10)).await;
+    until_counter(&app, "removed", 1).await;
+    assert_eq!(
+        owner(&app).await,
+        (Some(2), Some(40)),
+        "a folded reading replaced"
+    );
+
+    folded_upload(&app, &third, 70, t0 - minutes(59)).await;
+    assert_eq!(owner(&app).await, (Some(3), Some(50)));
+    app.clock.set(t0 + TimeDelta::seconds(61));
+    assert_eq!(
+        owner(&app).await,
+        (Some(2), Some(40)),
+        "a reading out of the hour"
+    );
+
+    delete(&app, &second).await;
+    assert_eq!(owner(&app).await, (Some(1), Some(50)), "a device deleted");
+
+    app.clock.set(t0 + TimeDelta::hours(2));
+    assert_eq!(
+        owner(&app).await,
+        (Some(2), Some(60)),
+        "the hour up to the last contact"
     );
 }

@@ -21,6 +21,7 @@ mod ingest;
 mod packed_sums;
 mod raw_pruner;
 mod reading_store;
+mod recent_seconds;
 mod rollup;
 
 use std::path::{Path, PathBuf};

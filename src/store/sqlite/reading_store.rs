@@ -19,7 +19,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::export_pages;
-use super::ingest::{folded_id, UnconsumedView};
+use super::ingest::{count_removed, folded_id, removed, UnconsumedView};
+use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
@@ -84,12 +85,16 @@ fn read_located(row: &Row<'_>, first: usize) -> rusqlite::Result<Located> {
 #[derive(Debug, Clone)]
 pub struct SqliteReadings {
     db: Arc<Sqlite>,
+    recent: RecentSeconds,
 }
 
 impl SqliteReadings {
     /// Readings stored in `db`.
     pub fn new(db: Arc<Sqlite>) -> Self {
-        Self { db }
+        Self {
+            db,
+            recent: RecentSeconds::default(),
+        }
     }
 
     /// Runs `work` with the asked devices and their view of unconsumed rows, in one read
@@ -210,14 +215,26 @@ impl ReadingStore for SqliteReadings {
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError> {
         let (after, until) = (to_micros(after), to_micros(until));
+        let recent = self.recent.clone();
+        let asked = owned_devices(devices);
         self.with_view(devices, move |connection, devices, view| {
-            let folded = connection
-                .prepare_cached(&format!(
-                    "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-                     WHERE b.device IN rarray(?1) AND b.at > ?2 AND b.at <= ?3",
-                    *SUM_COLUMNS
-                ))?
-                .query_row(params![Rc::clone(devices), after, until], read_aggregate)?;
+            let kept = match Seconds::of(after, until) {
+                Some(seconds) => {
+                    let marks = (folded_id(connection)?, removed(connection)?);
+                    recent.sum(connection, &asked, devices, seconds, marks)?
+                }
+                None => None,
+            };
+            let folded = match kept {
+                Some(folded) => folded,
+                None => connection
+                    .prepare_cached(&format!(
+                        "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
+                         WHERE b.device IN rarray(?1) AND b.at > ?2 AND b.at <= ?3",
+                        *SUM_COLUMNS
+                    ))?
+                    .query_row(params![Rc::clone(devices), after, until], read_aggregate)?,
+            };
             let mut sums = [folded];
             merge_view(
                 &view,
@@ -406,6 +423,7 @@ impl ReadingStore for SqliteReadings {
                              (SELECT id FROM readings_by_device WHERE device = ?1)",
                         )?
                         .execute([device.as_slice()])?;
+                    count_removed(&transaction, 1)?;
                     for table in [
                         "readings_by_device",
                         "rollups_15m",

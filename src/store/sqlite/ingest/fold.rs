@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{folded_id, LoggedRow, SqliteIngestion, FOLDED_ID};
+use super::{count_removed, folded_id, LoggedRow, SqliteIngestion, FOLDED_ID};
 use crate::domain::Measure;
 use crate::store::sqlite::rollup::{self, Deltas};
 use crate::store::sqlite::{from_micros, read_values, Sqlite};
@@ -265,6 +265,7 @@ fn fold_chunk(
     // device's first, and only the device's deletion takes it away, with all its readings).
     let mut asked: Option<([u8; 16], i64)> = None;
     let mut last_key: Option<([u8; 16], i64)> = None;
+    let mut removed = 0;
     for row in &rows {
         let at = from_micros(row.at)?;
         let replaces_in_chunk = row.keyed && last_key == Some((row.device, row.at));
@@ -287,6 +288,10 @@ fn fold_chunk(
             if let Some(replaced) = replaced {
                 deltas.record(row.device, at, &replaced.values, -1);
                 delete.execute([replaced.id])?;
+                // A row of this chunk was never folded before, so no read kept it.
+                if replaced.id <= watermark {
+                    removed += 1;
+                }
                 if replaced.located && row.location.is_none() {
                     relocate.insert(row.device);
                 }
@@ -305,6 +310,9 @@ fn fold_chunk(
         }
     }
     drop((find_key, index, delete, folded_latest));
+    if removed > 0 {
+        count_removed(&transaction, removed)?;
+    }
     deltas.apply(&transaction)?;
     advance_latest(&transaction, &last_seen, &located)?;
     for device in relocate {

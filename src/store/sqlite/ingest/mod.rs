@@ -35,6 +35,8 @@ mod view;
 
 use std::sync::{Arc, LazyLock};
 
+use rusqlite::params;
+
 use super::{device_bytes, to_micros};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measurements, StoredReading};
@@ -56,6 +58,10 @@ pub(super) type SqliteIngestion = Ingestion<LoggedRow>;
 pub(crate) const MAX_BACKLOG: i64 = 85_000;
 /// The counter holding the highest folded receipt id.
 const FOLDED_ID: &str = "folded_id";
+/// The counter of folded readings deleted since (replaced by a later keyed reading, or their
+/// device deleted): sums kept of folded readings (`recent_seconds.rs`) are good while it stands.
+/// Missing until the first such deletion, read as 0; older binaries ignore it.
+const REMOVED: &str = "removed";
 
 /// The raw columns of `readings`, in the order [`LoggedRow::bind`] binds them.
 pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
@@ -163,6 +169,28 @@ impl UnconsumedRow for LoggedRow {
 /// The highest folded id as stored (for the sink's and the fold's start).
 fn stored_folded_id(db: &super::Sqlite) -> Result<i64, crate::store::StoreError> {
     db.write_blocking(|connection| Ok(folded_id(connection)?))
+}
+
+/// How many folded readings were deleted so far ([`REMOVED`]).
+pub(super) fn removed(connection: &rusqlite::Connection) -> rusqlite::Result<i64> {
+    connection
+        .prepare_cached("SELECT coalesce(max(value), 0) FROM counters WHERE name = ?1")?
+        .query_row([REMOVED], |row| row.get(0))
+}
+
+/// Counts `deleted` more folded readings deleted, in `connection`'s transaction, the one that
+/// deletes them.
+pub(super) fn count_removed(
+    connection: &rusqlite::Connection,
+    deleted: i64,
+) -> rusqlite::Result<()> {
+    connection
+        .prepare_cached(
+            "INSERT INTO counters (name, value) VALUES (?1, ?2) \
+             ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+        )?
+        .execute(params![REMOVED, deleted])
+        .map(drop)
 }
 
 /// The highest folded receipt id.
