@@ -18,6 +18,8 @@ mod trials;
 
 include!("contract_suite.rs");
 
+#[path = "../api_postgres/migrate.rs"]
+mod migrate;
 mod outage;
 mod pipeline;
 

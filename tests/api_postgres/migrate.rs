@@ -1,0 +1,310 @@
+//! `airq migrate`, end to end: an embedded server is seeded over HTTP and stopped, the real binary
+//! migrates its data directory, and a server on the target answers every read as the embedded
+//! one did, and takes uploads with the migrated keys. On the PostgreSQL pair readings stay in the
+//! data directory; on the QuestDB pair (`tests/api_questdb`, which runs this file too) they are
+//! copied into a QuestDB table of the test's own.
+
+use std::path::Path;
+use std::process::Output;
+
+use airq::clock::Clock as _;
+use chrono::Duration;
+use reqwest::Method;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+use crate::common::process::airq;
+use crate::common::{located, measured, sample, sample_with, TestApp, TestSchema, TestTable};
+
+/// `airq migrate ARGS`, run to its end off the runtime.
+async fn migrate(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        airq(Path::new("."), &args)
+            .output()
+            .expect("airq migrate runs")
+    })
+    .await
+    .expect("the run is joined")
+}
+
+/// The arguments of a migration of `data_dir` into the schema (and the table, on the QuestDB pair).
+fn arguments(data_dir: &Path, schema: &TestSchema, table: Option<&TestTable>) -> Vec<String> {
+    let mut args = vec![
+        "migrate".to_owned(),
+        "--data-dir".to_owned(),
+        data_dir.to_str().expect("a UTF-8 path").to_owned(),
+        "--postgres-url".to_owned(),
+        schema.url.clone(),
+    ];
+    if let Some(table) = table {
+        args.extend([
+            "--questdb-ilp".to_owned(),
+            table.ilp.clone(),
+            "--questdb-pg".to_owned(),
+            table.pg.clone(),
+            "--questdb-table".to_owned(),
+            table.name.clone(),
+        ]);
+    }
+    args
+}
+
+fn succeeded(output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "airq migrate failed: {stderr}");
+    String::from_utf8(output.stdout.clone()).expect("utf-8 stdout")
+}
+
+/// What a server answers about the seeded devices, to compare before and after.
+async fn answers(app: &TestApp, devices: &[(&str, &Value)]) -> Vec<(String, u16, String)> {
+    let now = app.clock.now();
+    let range = format!(
+        "start={}&end={}",
+        form_urlencoded::byte_serialize((now - Duration::days(2)).to_rfc3339().as_bytes())
+            .collect::<String>(),
+        form_urlencoded::byte_serialize((now + Duration::hours(1)).to_rfc3339().as_bytes())
+            .collect::<String>(),
+    );
+    let mut paths: Vec<(Option<&str>, String)> = vec![
+        (Some("alice"), "/devices".to_owned()),
+        (Some("bob"), "/devices".to_owned()),
+        (Some("alice"), "/air-quality/current".to_owned()),
+        (
+            Some("alice"),
+            "/air-quality/historical?timeline=daily".to_owned(),
+        ),
+        (None, "/public/map/devices".to_owned()),
+    ];
+    for (owner, device) in devices {
+        let id = device["id"].as_str().expect("id");
+        paths.extend([
+            (Some(*owner), format!("/devices/{id}")),
+            (Some(*owner), format!("/devices/{id}/current")),
+            (
+                Some(*owner),
+                format!("/devices/{id}/historical?timeline=weekly"),
+            ),
+            (Some(*owner), format!("/devices/{id}/readings?{range}")),
+            (None, format!("/public/devices/{id}/current")),
+            (None, format!("/public/devices/{id}/readings?{range}")),
+        ]);
+    }
+    let mut answered = Vec::new();
+    for (owner, path) in paths {
+        let request = match owner {
+            Some(owner) => app.owner_request(Method::GET, &path, owner),
+            None => app.client.get(app.url(&path)),
+        };
+        let response = request.send().await.expect("request sent");
+        let status = response.status().as_u16();
+        let body = response.text().await.expect("body");
+        answered.push((format!("{owner:?} {path}"), status, body));
+    }
+    answered
+}
+
+#[airq_test::test]
+async fn a_migrated_data_dir_answers_as_before_and_a_second_run_doubles_nothing() {
+    // The embedded server, seeded over HTTP.
+    let source = TestApp::spawn_in(tempfile::tempdir().expect("data dir"), |_| {}).await;
+    let balcony = source
+        .register(
+            "alice",
+            json!({ "name": "Balcony", "is_public": true, "is_location_public": true, "is_outdoor": true }),
+        )
+        .await;
+    let kitchen = source.register_named("alice", "Kitchen").await;
+    let garden = source
+        .register("bob", json!({ "name": "Garden", "is_public": true }))
+        .await;
+    let now = source.clock.now();
+    let hour_ago = now - Duration::hours(1);
+    for (minutes, aqi) in [(50, 30), (40, 40), (30, 50)] {
+        let body = located(sample_with(aqi, 10.0, 20.0), 52.52, 13.40);
+        source
+            .upload_ok(
+                &balcony,
+                &measured(body, hour_ago + Duration::minutes(minutes)),
+            )
+            .await;
+    }
+    // The same `measured_at` again replaces the reading stored under it.
+    source
+        .upload_ok(
+            &balcony,
+            &measured(
+                sample_with(99, 11.0, 21.0),
+                hour_ago + Duration::minutes(30),
+            ),
+        )
+        .await;
+    source.upload_ok(&balcony, &sample()).await;
+    let batch = json!({ "readings": (0..50).map(|n| measured(sample_with(n, 5.0, 19.0), now - Duration::hours(30) + Duration::minutes(n))).collect::<Vec<_>>() });
+    let response = source
+        .client
+        .post(source.url("/data/batch"))
+        .header("x-device-id", kitchen["device_id"].as_str().expect("id"))
+        .header("x-device-key", kitchen["device_key"].as_str().expect("key"))
+        .json(&batch)
+        .send()
+        .await
+        .expect("batch sent");
+    assert_eq!(response.status(), 201);
+    source.upload_ok(&garden, &sample()).await;
+    // The kitchen's key rotated and its name changed: the migration copies them as they are now.
+    let rotated = source
+        .owner_request(
+            Method::POST,
+            &format!(
+                "/devices/{}/rotate-key",
+                kitchen["id"].as_str().expect("id")
+            ),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("rotation sent");
+    assert_eq!(rotated.status(), 200);
+    let rotated = rotated.json::<Value>().await.expect("json")["data"].clone();
+    let renamed = source
+        .send_json_as(
+            "alice",
+            Method::PATCH,
+            &format!("/devices/{}", kitchen["id"].as_str().expect("id")),
+            &json!({ "name": "Kitchen (north)" }),
+        )
+        .await;
+    assert_eq!(renamed.status(), 200);
+    let seeded = [("alice", &balcony), ("alice", &kitchen), ("bob", &garden)];
+    let before = answers(&source, &seeded).await;
+    for (request, status, _) in &before {
+        // Owners read all of their own; the public reads the public devices only.
+        let expected = if request.contains(kitchen["id"].as_str().expect("id"))
+            && request.starts_with("None")
+        {
+            404
+        } else {
+            200
+        };
+        assert_eq!(*status, expected, "{request}");
+    }
+    let stored_before = source.stored_ids().await;
+    assert_eq!(
+        stored_before.len(),
+        3 + 1 + 50 + 1,
+        "the replaced reading is gone"
+    );
+    let data_dir = source.stop_keeping_data().await;
+
+    // The migration, twice: the second finds everything there and writes nothing.
+    let schema = TestSchema::create().await;
+    let table = crate::backend::PAIR.questdb().then(TestTable::new);
+    let args = arguments(data_dir.path(), &schema, table.as_ref());
+    let first = succeeded(&migrate(args.clone()).await);
+    assert!(
+        first.contains("devices: 3 in the data directory, 3 equal in PostgreSQL with their key hashes (3 written by this run)"),
+        "{first}"
+    );
+    let second = succeeded(&migrate(args).await);
+    assert!(
+        second.contains("3 equal in PostgreSQL with their key hashes (0 written by this run)"),
+        "{second}"
+    );
+    if table.is_some() {
+        assert!(
+            first.contains("readings: 55 in the data directory, 55 in QuestDB table"),
+            "{first}"
+        );
+        assert!(second.contains("(0 copied by this run"), "{second}");
+    } else {
+        assert!(
+            first.contains("readings: 55 stay in the data directory"),
+            "{first}"
+        );
+    }
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .expect("the test schema");
+    tokio::spawn(connection);
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM devices", &[])
+        .await
+        .expect("devices counted")
+        .get(0);
+    assert_eq!(rows, 3, "the second run doubled no device");
+
+    // A server on the target answers as the embedded one did.
+    let target = start_target(data_dir, &schema, table).await;
+    target.clock.set(now);
+    let after = answers(&target, &seeded).await;
+    for (before, after) in before.iter().zip(&after) {
+        assert_eq!(before, after, "the same answer after the migration");
+    }
+    assert_eq!(before.len(), after.len());
+    assert_eq!(
+        target.stored_ids().await,
+        stored_before,
+        "every reading, once, with its id"
+    );
+
+    // The migrated keys upload; the kitchen's key from before its rotation does not.
+    target.upload_ok(&balcony, &sample()).await;
+    target.upload_ok(&rotated, &sample()).await;
+    assert_eq!(target.upload(&kitchen, &sample()).await.status(), 401);
+    // A new upload's receipt id is past every migrated one.
+    let receipt = target.upload_ok(&garden, &sample()).await;
+    let id = receipt["id"].as_u64().expect("receipt id");
+    assert!(id > *stored_before.last().expect("ids"), "{id}");
+    target.stop().await;
+}
+
+/// A server on the migrated target: devices in the schema; readings in the data directory, or in
+/// the table (which the server then owns) with a data directory of its own that keeps the token
+/// secret, so owner tokens of the embedded server stay valid.
+async fn start_target(data_dir: TempDir, schema: &TestSchema, table: Option<TestTable>) -> TestApp {
+    let Some(table) = table else {
+        return TestApp::spawn_on(data_dir, Some(schema.url.clone()), None, |_| {}).await;
+    };
+    let fresh = tempfile::tempdir().expect("data dir");
+    std::fs::copy(
+        data_dir.path().join(airq::auth::LocalIssuer::FILE),
+        fresh.path().join(airq::auth::LocalIssuer::FILE),
+    )
+    .expect("token secret copied");
+    let mut app = TestApp::spawn_on(
+        fresh,
+        Some(schema.url.clone()),
+        Some(table.config()),
+        |_| {},
+    )
+    .await;
+    app.table = Some(table);
+    app
+}
+
+#[airq_test::test]
+async fn a_migration_refuses_a_running_server_and_names_a_bad_setting() {
+    let schema = TestSchema::create().await;
+    let running = TestApp::spawn_in(tempfile::tempdir().expect("data dir"), |_| {}).await;
+    let output = migrate(arguments(running.data_dir.path(), &schema, None)).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stop its server first")
+            && stderr.contains("in use by another airq process"),
+        "{stderr}"
+    );
+    let data_dir = running.stop_keeping_data().await;
+
+    let mut unreachable = arguments(data_dir.path(), &schema, None);
+    unreachable[4] = "postgres://postgres@127.0.0.1:9/test".to_owned();
+    let output = migrate(unreachable).await;
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("AIRQ_POSTGRES_URL") && stderr.contains("Connection refused"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty());
+}
