@@ -83,7 +83,11 @@ pub enum MigrateError {
     #[error("QuestDB (--questdb-pg, AIRQ_QUESTDB_PG; --questdb-ilp, AIRQ_QUESTDB_ILP)")]
     QuestDb(#[source] StoreError),
     /// The target does not hold what the source holds.
-    #[error("the count check failed; the target differs from the data directory:\n- {}", .0.join("\n- "))]
+    #[error(
+        "the count check failed; the target differs from the data directory:\n- {}\n(run again; \
+         if a QuestDB table an earlier run filled lost readings since, with --from-start)",
+        .0.join("\n- ")
+    )]
     Mismatch(Vec<String>),
 }
 

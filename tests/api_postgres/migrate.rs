@@ -13,8 +13,10 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::common::process::airq;
-use crate::common::{located, measured, sample, sample_with, TestApp, TestSchema, TestTable};
+use crate::common::process::{address_of, airq, token, Server};
+use crate::common::{
+    located, measured, sample, sample_with, stored_sqlite_ids, TestApp, TestSchema, TestTable,
+};
 
 /// `airq migrate ARGS`, run to its end off the runtime.
 async fn migrate(args: Vec<String>) -> Output {
@@ -284,19 +286,10 @@ async fn start_target(data_dir: TempDir, schema: &TestSchema, table: Option<Test
 }
 
 #[airq_test::test]
-async fn a_migration_refuses_a_running_server_and_names_a_bad_setting() {
+async fn an_unreachable_postgres_is_named_by_its_setting() {
     let schema = TestSchema::create().await;
-    let running = TestApp::spawn_in(tempfile::tempdir().expect("data dir"), |_| {}).await;
-    let output = migrate(arguments(running.data_dir.path(), &schema, None)).await;
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("stop its server first")
-            && stderr.contains("in use by another airq process"),
-        "{stderr}"
-    );
-    let data_dir = running.stop_keeping_data().await;
-
+    let source = TestApp::spawn_in(tempfile::tempdir().expect("data dir"), |_| {}).await;
+    let data_dir = source.stop_keeping_data().await;
     let mut unreachable = arguments(data_dir.path(), &schema, None);
     unreachable[4] = "postgres://postgres@127.0.0.1:9/test".to_owned();
     let output = migrate(unreachable).await;
@@ -307,4 +300,104 @@ async fn a_migration_refuses_a_running_server_and_names_a_bad_setting() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty());
+}
+
+#[airq_test::test]
+async fn a_target_that_does_not_hold_the_copy_fails_the_count_check() {
+    let source = TestApp::spawn_in(tempfile::tempdir().expect("data dir"), |_| {}).await;
+    let device = source.register_named("alice", "Balcony").await;
+    let data_dir = source.stop_keeping_data().await;
+    // A target whose devices table changes what is written into it (a trigger of the test's).
+    let schema = TestSchema::create().await;
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .expect("the test schema");
+    tokio::spawn(connection);
+    client
+        .batch_execute(include_str!("../../schema/postgres/001_devices.sql"))
+        .await
+        .expect("devices table");
+    client
+        .batch_execute(
+            "CREATE FUNCTION mangle() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN NEW.name := NEW.name || ' (mangled)'; RETURN NEW; END $$; \
+             CREATE TRIGGER mangle BEFORE INSERT OR UPDATE ON devices \
+             FOR EACH ROW EXECUTE FUNCTION mangle();",
+        )
+        .await
+        .expect("trigger");
+    let output = migrate(arguments(data_dir.path(), &schema, None)).await;
+    assert!(!output.status.success(), "a failed check exits non-zero");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let id = device["id"].as_str().expect("id");
+    assert!(
+        stderr.contains("the count check failed")
+            && stderr.contains(&format!("device {id} differs in PostgreSQL")),
+        "{stderr}"
+    );
+}
+
+#[airq_test::test]
+async fn readings_a_killed_server_left_unfolded_are_migrated() {
+    let data_dir = tempfile::tempdir().expect("data dir");
+    let cwd = tempfile::tempdir().expect("working dir");
+    let path = data_dir.path().to_str().expect("a UTF-8 path");
+    let mut command = airq(
+        cwd.path(),
+        &["serve", "--listen", "127.0.0.1:0", "--data-dir", path],
+    );
+    // No fold before the kill: every reading is in the ingestion log only.
+    command
+        .env("AIRQ_FOLD_INTERVAL_MS", "86400000")
+        .env("AIRQ_FOLD_BATCH_ROWS", "1000000")
+        .env("AIRQ_RATE_DEVICE_PER_MIN", "0");
+    let mut server = Server::start(command);
+    let address = address_of(&server.wait_for(|line| line.contains("airq listening")));
+    let token = token(cwd.path(), path, "alice");
+    let client = reqwest::Client::new();
+    let device: Value = client
+        .post(format!("http://{address}/api/v1/devices"))
+        .bearer_auth(&token)
+        .json(&json!({ "name": "Balcony" }))
+        .send()
+        .await
+        .expect("registration sent")
+        .json()
+        .await
+        .expect("json");
+    let device = device["data"].clone();
+    for _ in 0..3 {
+        let response = client
+            .post(format!("http://{address}/api/v1/data/batch"))
+            .header("x-device-id", device["device_id"].as_str().expect("id"))
+            .header("x-device-key", device["device_key"].as_str().expect("key"))
+            .json(&json!({ "readings": vec![sample(); 200] }))
+            .send()
+            .await
+            .expect("batch sent");
+        assert_eq!(response.status(), 201);
+    }
+    drop(server.finish());
+    let acknowledged = stored_sqlite_ids(data_dir.path());
+    assert_eq!(acknowledged.len(), 600);
+    let folded: i64 = rusqlite::Connection::open(data_dir.path().join("airq.db"))
+        .expect("airq.db")
+        .query_row("SELECT count(*) FROM readings", [], |row| row.get(0))
+        .expect("counted");
+    assert_eq!(folded, 0, "the kill left every reading in the log");
+
+    let schema = TestSchema::create().await;
+    let table = crate::backend::PAIR.questdb().then(TestTable::new);
+    let output = succeeded(&migrate(arguments(data_dir.path(), &schema, table.as_ref())).await);
+    assert!(output.contains("readings: 600 "), "{output}");
+    let target = start_target(data_dir, &schema, table).await;
+    assert_eq!(target.stored_ids().await, acknowledged);
+    let registered = target
+        .get_as(
+            "alice",
+            &format!("/devices/{}", device["id"].as_str().expect("id")),
+        )
+        .await;
+    assert_eq!(registered.status(), 200);
+    target.stop().await;
 }

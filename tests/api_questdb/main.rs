@@ -20,6 +20,7 @@ include!("contract_suite.rs");
 
 #[path = "../api_postgres/migrate.rs"]
 mod migrate;
+mod migrate_progress;
 mod outage;
 mod pipeline;
 
