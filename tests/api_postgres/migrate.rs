@@ -401,3 +401,39 @@ async fn readings_a_killed_server_left_unfolded_are_migrated() {
     assert_eq!(registered.status(), 200);
     target.stop().await;
 }
+
+#[airq_test::test]
+async fn reading_ids_move_past_the_copied_ones_and_the_progress_row_is_kept() {
+    let schema = TestSchema::create().await;
+    let (pool, _) = airq::store::postgres::connect(&schema.url)
+        .await
+        .expect("the test schema");
+    let target = airq::store::postgres::MigrationTarget::new(pool);
+    let (client, connection) = tokio_postgres::connect(&schema.url, tokio_postgres::NoTls)
+        .await
+        .expect("the test schema");
+    tokio::spawn(connection);
+    let next = || async {
+        client
+            .query_one("SELECT nextval('reading_ids')", &[])
+            .await
+            .expect("an id block")
+            .get::<_, i64>(0)
+    };
+    target.reserve_reading_ids(10_000).await.expect("reserved");
+    let first = next().await;
+    assert!(first > 10_000, "{first}");
+    // Never back: a block a writer took stays its own.
+    target.reserve_reading_ids(5).await.expect("reserved");
+    assert!(next().await > first);
+
+    let source = "/srv/airq-data -> readings at 0123456789abcdef";
+    assert_eq!(target.progress(source).await.ok(), Some(0));
+    target.record_progress(source, 42).await.expect("recorded");
+    target
+        .record_progress(source, 4_242)
+        .await
+        .expect("recorded");
+    assert_eq!(target.progress(source).await.ok(), Some(4_242));
+    assert_eq!(target.progress("another source").await.ok(), Some(0));
+}
