@@ -141,9 +141,6 @@ pub struct MigrateArgs {
     /// (nothing doubles: QuestDB deduplicates them).
     #[arg(long)]
     pub from_start: bool,
-    /// Bytes of an ingestion log segment, as the data directory's server was started with.
-    #[arg(long, env = "AIRQ_LOG_SEGMENT_BYTES", default_value_t = crate::store::ingest_log::SEGMENT_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
-    pub log_segment_bytes: u64,
 }
 
 impl From<MigrateArgs> for crate::migrate::Plan {
@@ -163,7 +160,6 @@ impl From<MigrateArgs> for crate::migrate::Plan {
                 _ => None,
             },
             from_start: args.from_start,
-            log_segment_bytes: args.log_segment_bytes,
         }
     }
 }

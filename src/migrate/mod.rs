@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use crate::data_dir::{DataDirError, DataDirLock, FORMAT_FILE};
 use crate::domain::{Device, DeviceUuid, KeyHash};
+use crate::store::ingest_log::SEGMENT_BYTES;
 use crate::store::postgres::{self, MigrationTarget};
 use crate::store::questdb::{QuestDbConfig, QuestDbImport};
 use crate::store::sqlite::{ReadingCounts, SqliteSource};
@@ -60,8 +61,6 @@ pub struct Plan {
     pub questdb: Option<QuestDbConfig>,
     /// Copy every reading again, whatever an earlier run recorded.
     pub from_start: bool,
-    /// Bytes of an ingestion log segment, as the server that wrote the directory used.
-    pub log_segment_bytes: u64,
 }
 
 /// Why a migration failed.
@@ -135,10 +134,11 @@ pub async fn run(plan: &Plan) -> Result<Report, MigrateError> {
     }
     let lock = DataDirLock::acquire(&plan.data_dir).map_err(MigrateError::DataDir)?;
     lock.check_format(true).map_err(MigrateError::DataDir)?;
-    let (data_dir, segment_bytes) = (plan.data_dir.clone(), plan.log_segment_bytes);
-    // Opening folds the log (threads of its own, joined): off the runtime's workers.
+    let data_dir = plan.data_dir.clone();
+    // Opening folds the log (threads of its own, joined): off the runtime's workers. Nothing is
+    // appended, so the segment size is only the log's default.
     let source = tokio::task::spawn_blocking(move || {
-        SqliteSource::open(&data_dir, BUSY_TIMEOUT, segment_bytes)
+        SqliteSource::open(&data_dir, BUSY_TIMEOUT, SEGMENT_BYTES)
     })
     .await
     .map_err(|error| MigrateError::Source(StoreError::Task(error)))?
