@@ -155,13 +155,7 @@ pub async fn run(plan: &Plan) -> Result<Report, MigrateError> {
         .await
         .map_err(MigrateError::Source)?;
     let (readings, mut differences) = match &plan.questdb {
-        Some(questdb) => copy_readings(plan, questdb, &source, &target, &counts)
-            .await
-            .map_err(|failure| match failure {
-                Failure::Postgres(error) => MigrateError::Postgres(error),
-                Failure::QuestDb(error) => MigrateError::QuestDb(error),
-                Failure::Source(error) => MigrateError::Source(error),
-            })?,
+        Some(questdb) => copy_readings(plan, questdb, &source, &target, &counts).await?,
         None => (
             Readings::Stay {
                 count: counts.total(),
@@ -171,6 +165,7 @@ pub async fn run(plan: &Plan) -> Result<Report, MigrateError> {
     };
     let (devices_matching, device_differences) = check_devices(&devices, &target).await?;
     differences.splice(0..0, device_differences);
+    // The store closes before the lock is let go, as at a server's stop.
     drop(source);
     drop(lock);
     if !differences.is_empty() {
@@ -202,13 +197,6 @@ async fn copy_devices(
     Ok(written)
 }
 
-/// Which side a reading copy failed on.
-enum Failure {
-    Source(StoreError),
-    Postgres(StoreError),
-    QuestDb(StoreError),
-}
-
 /// Copies the readings past the recorded progress into QuestDB and counts them there; where the
 /// readings are, and the differences of the count check.
 async fn copy_readings(
@@ -217,38 +205,44 @@ async fn copy_readings(
     source: &SqliteSource,
     target: &MigrationTarget,
     counts: &ReadingCounts,
-) -> Result<(Readings, Vec<String>), Failure> {
+) -> Result<(Readings, Vec<String>), MigrateError> {
     target
         .reserve_reading_ids(counts.through)
         .await
-        .map_err(Failure::Postgres)?;
+        .map_err(MigrateError::Postgres)?;
     let mut import = QuestDbImport::open(questdb)
         .await
-        .map_err(Failure::QuestDb)?;
+        .map_err(MigrateError::QuestDb)?;
     let key = progress_key(&plan.data_dir, questdb);
     let mut after = if plan.from_start {
         0
     } else {
-        target.progress(&key).await.map_err(Failure::Postgres)?
+        target
+            .progress(&key)
+            .await
+            .map_err(MigrateError::Postgres)?
     };
-    let remaining = source.count_after(after).await.map_err(Failure::Source)?;
+    let remaining = source
+        .count_after(after)
+        .await
+        .map_err(MigrateError::Source)?;
     let mut progress = Progress::start("readings", remaining);
     let mut copied = 0;
     loop {
         let batch = source
             .readings_after(after, READINGS_PER_BATCH)
             .await
-            .map_err(Failure::Source)?;
+            .map_err(MigrateError::Source)?;
         let Some(last) = batch.last().map(|reading| reading.id.get()) else {
             break;
         };
         // The ILP/HTTP round trip blocks; the runtime keeps its other workers meanwhile.
-        tokio::task::block_in_place(|| import.write(&batch)).map_err(Failure::QuestDb)?;
+        tokio::task::block_in_place(|| import.write(&batch)).map_err(MigrateError::QuestDb)?;
         after = i64::try_from(last).unwrap_or(i64::MAX);
         target
             .record_progress(&key, after)
             .await
-            .map_err(Failure::Postgres)?;
+            .map_err(MigrateError::Postgres)?;
         let count = u64::try_from(batch.len()).unwrap_or(0);
         copied += count;
         progress.advance(count);
@@ -257,7 +251,7 @@ async fn copy_readings(
     let stored = import
         .counts(counts.through)
         .await
-        .map_err(Failure::QuestDb)?;
+        .map_err(MigrateError::QuestDb)?;
     let differences = reading_differences(&counts.per_device, &stored);
     Ok((
         Readings::Copied {
