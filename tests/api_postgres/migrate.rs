@@ -203,7 +203,11 @@ async fn a_migrated_data_dir_answers_as_before_and_a_second_run_doubles_nothing(
     let schema = TestSchema::create().await;
     let table = crate::backend::PAIR.questdb().then(TestTable::new);
     let args = arguments(data_dir.path(), &schema, table.as_ref());
-    let first = succeeded(&migrate(args.clone()).await);
+    let run = migrate(args.clone()).await;
+    let first = succeeded(&run);
+    // Off a terminal, the progress is a line per step and tenth, on stderr.
+    let progress = String::from_utf8_lossy(&run.stderr);
+    assert!(progress.contains("devices: done (3 of 3)"), "{progress}");
     assert!(
         first.contains("devices: 3 in the data directory, 3 equal in PostgreSQL with their key hashes (3 written by this run)"),
         "{first}"
