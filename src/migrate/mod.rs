@@ -38,7 +38,7 @@ use crate::domain::{Device, DeviceUuid, KeyHash};
 use crate::store::ingest_log::SEGMENT_BYTES;
 use crate::store::postgres::{self, MigrationTarget};
 use crate::store::questdb::{QuestDbConfig, QuestDbImport};
-use crate::store::sqlite::{ReadingCounts, SqliteSource};
+use crate::store::sqlite::{ReadingCounts, Sqlite, SqliteSource};
 use crate::store::StoreError;
 
 use self::progress::Progress;
@@ -69,6 +69,9 @@ pub enum MigrateError {
     /// The source is not a data directory this airq wrote.
     #[error("{0} is not an airq data directory (it has no {FORMAT_FILE}); --data-dir names the embedded server's data directory")]
     NotADataDir(PathBuf),
+    /// The data directory holds no embedded database (a QuestDB replica's, say, with its spool).
+    #[error("{0} holds no embedded database ({file}): only an embedded server's data directory is migrated", file = Sqlite::FILE)]
+    NoEmbeddedStore(PathBuf),
     /// The data directory is in use, or in a format this airq does not read.
     #[error("the data directory cannot be migrated now (stop its server first: a migration holds the directory's lock)")]
     DataDir(#[source] DataDirError),
@@ -131,6 +134,11 @@ pub struct Report {
 pub async fn run(plan: &Plan) -> Result<Report, MigrateError> {
     if !plan.data_dir.join(FORMAT_FILE).is_file() {
         return Err(MigrateError::NotADataDir(plan.data_dir.clone()));
+    }
+    // A QuestDB replica's spool is an ingestion log too: opened as the embedded store's, its
+    // readings would be folded into a new database and dropped from the spool.
+    if !plan.data_dir.join(Sqlite::FILE).is_file() {
+        return Err(MigrateError::NoEmbeddedStore(plan.data_dir.clone()));
     }
     let lock = DataDirLock::acquire(&plan.data_dir).map_err(MigrateError::DataDir)?;
     lock.check_format(true).map_err(MigrateError::DataDir)?;

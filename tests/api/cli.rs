@@ -715,6 +715,18 @@ fn a_migration_needs_postgres_and_both_questdb_urls_and_a_data_dir() {
     );
     // No data dir at the default path: nothing is created, nothing is connected to.
     refused_migrate(&postgres, "is not an airq data directory");
+    // A data dir without the embedded database (a QuestDB replica's spool) is not touched.
+    let replica = tempfile::tempdir().unwrap();
+    std::fs::write(replica.path().join("airq-format"), "1\n").unwrap();
+    refused_migrate(
+        &[
+            &postgres[..],
+            &["--data-dir", replica.path().to_str().unwrap()],
+        ]
+        .concat(),
+        "holds no embedded database (airq.db)",
+    );
+    assert!(!replica.path().join("airq.db").exists());
 }
 
 #[airq_test::test]
