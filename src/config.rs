@@ -99,6 +99,69 @@ pub enum Command {
     /// Copy the data directory to DEST while its server runs (a consistent copy: the ingestion
     /// log, then the database through SQLite's online backup); start a server on DEST to restore.
     Backup(BackupArgs),
+    /// Copy an embedded data directory (its server stopped) to the production pair: devices and
+    /// key hashes into PostgreSQL, readings into QuestDB (or left in the data directory without
+    /// --questdb-ilp); resumable, idempotent, checked by counting at the end.
+    Migrate(MigrateArgs),
+}
+
+/// Flags of `airq migrate`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// The embedded data directory to copy; its server must be stopped.
+    #[arg(long, env = "AIRQ_DATA_DIR", default_value = "./airq-data")]
+    pub data_dir: PathBuf,
+    /// The PostgreSQL database devices and key hashes go to (the one `serve --postgres-url`
+    /// will use).
+    #[arg(long, env = "AIRQ_POSTGRES_URL", hide_env_values = true)]
+    pub postgres_url: String,
+    /// The QuestDB readings go to, as for `serve --questdb-ilp`; without it (and
+    /// --questdb-pg) readings stay in the data directory, and a server started on it with
+    /// --postgres-url serves them from there.
+    #[arg(
+        long,
+        env = "AIRQ_QUESTDB_ILP",
+        hide_env_values = true,
+        requires = "questdb_pg"
+    )]
+    pub questdb_ilp: Option<String>,
+    /// QuestDB's PG-wire URL, as for `serve --questdb-pg`: creates the table and counts the
+    /// copied readings.
+    #[arg(
+        long,
+        env = "AIRQ_QUESTDB_PG",
+        hide_env_values = true,
+        requires = "questdb_ilp"
+    )]
+    pub questdb_pg: Option<String>,
+    /// The QuestDB table readings go to.
+    #[arg(long, env = "AIRQ_QUESTDB_TABLE", default_value = "readings", value_parser = TableName::parse)]
+    pub questdb_table: TableName,
+    /// Copy every reading again, not only those past the progress an earlier run recorded
+    /// (nothing doubles: QuestDB deduplicates them).
+    #[arg(long)]
+    pub from_start: bool,
+}
+
+impl From<MigrateArgs> for crate::migrate::Plan {
+    fn from(args: MigrateArgs) -> Self {
+        Self {
+            data_dir: args.data_dir,
+            postgres_url: args.postgres_url,
+            questdb: match (args.questdb_ilp, args.questdb_pg) {
+                (Some(ilp), Some(pg)) => Some(QuestDbConfig {
+                    ilp,
+                    pg,
+                    table: args.questdb_table,
+                    // One sender writes the copy, batch after batch; nothing uploads meanwhile.
+                    senders: 1,
+                    spool: false,
+                }),
+                _ => None,
+            },
+            from_start: args.from_start,
+        }
+    }
 }
 
 /// Flags of `airq backup`.

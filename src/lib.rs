@@ -38,6 +38,7 @@ pub mod domain;
 pub mod healthcheck;
 pub mod http;
 pub mod metrics;
+pub mod migrate;
 pub mod read;
 pub mod store;
 pub mod telemetry;

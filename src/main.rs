@@ -1,5 +1,5 @@
-//! The `airq` binary: `airq serve` (the default), `airq token OWNER`, `airq healthcheck` and
-//! `airq backup DEST`.
+//! The `airq` binary: `airq serve` (the default), `airq token OWNER`, `airq healthcheck`,
+//! `airq backup DEST` and `airq migrate`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use airq::auth::local::SharedSecretIssuer;
 use airq::auth::LocalIssuer;
 use airq::clock::SystemClock;
-use airq::config::{BackupArgs, Cli, Command, Config, ServeArgs, TokenArgs};
+use airq::config::{BackupArgs, Cli, Command, Config, MigrateArgs, ServeArgs, TokenArgs};
 use airq::Application;
 
 /// jemalloc instead of the system allocator: the upload path's many small, short-lived buffers
@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(*args),
         Some(Command::Healthcheck(args)) => airq::healthcheck::run(&args).map_err(Into::into),
         Some(Command::Backup(args)) => backup(&args),
+        Some(Command::Migrate(args)) => migrate(args),
         None => serve(cli.serve),
     };
     match outcome {
@@ -61,6 +62,39 @@ fn backup(args: &BackupArgs) -> Result<(), Box<dyn std::error::Error>> {
         report.folded_through,
         args.dest.display()
     );
+    Ok(())
+}
+
+/// Migrates the data directory and prints what the target holds; fails when the count check does.
+fn migrate(args: MigrateArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let plan = airq::migrate::Plan::from(args);
+    let report = runtime.block_on(airq::migrate::run(&plan))?;
+    println!(
+        "devices: {} in the data directory, {} equal in PostgreSQL with their key hashes ({} \
+         written by this run)",
+        report.devices, report.devices_matching, report.devices_written
+    );
+    match report.readings {
+        airq::migrate::Readings::Copied {
+            table,
+            source,
+            target,
+            copied,
+            through,
+        } => println!(
+            "readings: {source} in the data directory, {target} in QuestDB table {table} \
+             ({copied} copied by this run, receipt ids through {through}); start the servers \
+             with --postgres-url, --questdb-ilp and --questdb-pg"
+        ),
+        airq::migrate::Readings::Stay { count } => println!(
+            "readings: {count} stay in the data directory; start the server with --data-dir {} \
+             and --postgres-url (and no QuestDB) to serve them",
+            plan.data_dir.display()
+        ),
+    }
     Ok(())
 }
 

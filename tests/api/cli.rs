@@ -676,3 +676,78 @@ fn a_bad_value_of_a_flag_does_not_blame_its_variable() {
         "{stderr}"
     );
 }
+
+/// `airq migrate ARGS` in a fresh directory; its output, which must be a refusal naming `reason`.
+fn refused_migrate(args: &[&str], reason: &str) {
+    let cwd = tempfile::tempdir().unwrap();
+    let mut full = vec!["migrate"];
+    full.extend_from_slice(args);
+    let output = run(airq(cwd.path(), &full));
+    assert!(!output.status.success(), "{args:?} is refused");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(reason), "{args:?}: {reason:?} in {stderr}");
+    assert!(
+        !cwd.path().join("airq-data").exists(),
+        "a refused migration creates no data dir"
+    );
+}
+
+#[airq_test::test]
+fn a_migration_needs_postgres_and_both_questdb_urls_and_a_data_dir() {
+    refused_migrate(&[], "--postgres-url");
+    let postgres = ["--postgres-url", "postgres://airq@127.0.0.1:9/airq"];
+    refused_migrate(
+        &[&postgres[..], &["--questdb-ilp", "http::addr=127.0.0.1:9;"]].concat(),
+        "--questdb-pg",
+    );
+    refused_migrate(
+        &[
+            &postgres[..],
+            &["--questdb-pg", "postgres://admin:quest@127.0.0.1:9/qdb"],
+        ]
+        .concat(),
+        "--questdb-ilp",
+    );
+    refused_migrate(
+        &[&postgres[..], &["--questdb-table", "read-ings"]].concat(),
+        "is not a table name",
+    );
+    // No data dir at the default path: nothing is created, nothing is connected to.
+    refused_migrate(&postgres, "is not an airq data directory");
+    // A data dir without the embedded database (a QuestDB replica's spool) is not touched.
+    let replica = tempfile::tempdir().unwrap();
+    std::fs::write(replica.path().join("airq-format"), "1\n").unwrap();
+    refused_migrate(
+        &[
+            &postgres[..],
+            &["--data-dir", replica.path().to_str().unwrap()],
+        ]
+        .concat(),
+        "holds no embedded database (airq.db)",
+    );
+    assert!(!replica.path().join("airq.db").exists());
+}
+
+#[airq_test::test]
+async fn a_migration_refuses_a_data_dir_its_server_holds() {
+    let app = TestApp::spawn().await;
+    let output = run(airq(
+        app.data_dir.path(),
+        &[
+            "migrate",
+            "--data-dir",
+            app.data_dir.path().to_str().unwrap(),
+            "--postgres-url",
+            "postgres://airq@127.0.0.1:9/airq",
+        ],
+    ));
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stop its server first") && stderr.contains("in use by another airq"),
+        "{stderr}"
+    );
+    // The server goes on serving.
+    assert_eq!(app.get_as("alice", "/devices").await.status(), 200);
+}

@@ -62,6 +62,7 @@ mod web_badge;
 mod web_pages;
 
 mod cross_process;
+mod migrate;
 mod stalled_database;
 mod start;
 

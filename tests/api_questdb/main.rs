@@ -18,6 +18,9 @@ mod trials;
 
 include!("contract_suite.rs");
 
+#[path = "../api_postgres/migrate.rs"]
+mod migrate;
+mod migrate_progress;
 mod outage;
 mod pipeline;
 

@@ -60,7 +60,8 @@ pub struct TestTable {
 }
 
 impl TestTable {
-    fn new() -> Self {
+    /// A table of its own in the QuestDB the test variables name.
+    pub fn new() -> Self {
         Self {
             pg: std::env::var("AIRQ_TEST_QUESTDB_PG")
                 .expect("AIRQ_TEST_QUESTDB_PG is set for the QuestDB pair"),
@@ -261,6 +262,17 @@ impl TestApp {
         Self::start(data_dir, self.postgres_url.clone(), questdb, configure).await
     }
 
+    /// A process on an existing data directory with the given device store and QuestDB (the
+    /// caller owns the schema and the table), the configuration adjusted first.
+    pub async fn spawn_on(
+        data_dir: TempDir,
+        postgres_url: Option<String>,
+        questdb: Option<airq::config::QuestDbConfig>,
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
+        Self::start(data_dir, postgres_url, questdb, configure).await
+    }
+
     async fn start(
         data_dir: TempDir,
         postgres_url: Option<String>,
@@ -375,6 +387,15 @@ impl TestApp {
     /// panics if any answer drifted from the OpenAPI document.
     pub async fn stop(mut self) {
         self.shut_down().await;
+    }
+
+    /// [`stop`](Self::stop), handing the data directory over instead of deleting it.
+    pub async fn stop_keeping_data(mut self) -> TempDir {
+        self.shut_down().await;
+        std::mem::replace(
+            &mut self.data_dir,
+            tempfile::tempdir().expect("temporary data dir"),
+        )
     }
 
     async fn shut_down(&mut self) {

@@ -27,7 +27,8 @@ impl PostgresDevices {
     }
 }
 
-fn device(row: &Row) -> Result<Device, StoreError> {
+/// The device in a row over [`COLUMNS`].
+pub(super) fn device(row: &Row) -> Result<Device, StoreError> {
     DeviceRecord {
         id: row.try_get(0)?,
         device_id: row.try_get(1)?,

@@ -8,6 +8,7 @@
 mod bounded;
 mod device_store;
 pub mod listener;
+mod migration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
@@ -16,11 +17,13 @@ use super::StoreError;
 
 pub use bounded::BoundedPool;
 pub use device_store::PostgresDevices;
+pub use migration::MigrationTarget;
 
 /// The schema, applied in order at every start.
 const SCHEMA: &[&str] = &[
     include_str!("../../../schema/postgres/001_devices.sql"),
     include_str!("../../../schema/postgres/002_reading_ids.sql"),
+    include_str!("../../../schema/postgres/003_migration_progress.sql"),
 ];
 
 /// Serialises schema changes of concurrent starts (an arbitrary, fixed advisory lock key).

@@ -23,6 +23,7 @@
 mod forward;
 mod ids;
 mod ilp;
+mod import;
 mod reading_store;
 mod sink;
 mod spool;
@@ -34,6 +35,7 @@ use std::path::Path;
 use super::postgres::BoundedPool;
 use super::{ReadingSink, StoreError};
 
+pub use import::QuestDbImport;
 pub use reading_store::QuestDbReadings;
 pub use sink::QuestDbSink;
 pub use spool::{Spool, SpoolSink};

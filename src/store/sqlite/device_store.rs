@@ -44,7 +44,7 @@ impl SqliteDevices {
 }
 
 /// The raw columns of a device row, converted outside rusqlite's error type.
-struct DeviceRow {
+pub(super) struct DeviceRow {
     id: String,
     device_id: String,
     owner: String,
@@ -55,7 +55,8 @@ struct DeviceRow {
 }
 
 impl DeviceRow {
-    fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
+    /// Reads [`COLUMNS`] from the row's first columns.
+    pub(super) fn read(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             device_id: row.get(1)?,
@@ -71,7 +72,8 @@ impl DeviceRow {
         })
     }
 
-    fn into_device(self) -> Result<Device, StoreError> {
+    /// The device, or [`StoreError::Corrupt`].
+    pub(super) fn into_device(self) -> Result<Device, StoreError> {
         DeviceRecord {
             id: parse_uuid(&self.id)?.as_uuid(),
             device_id: self.device_id,

@@ -23,6 +23,7 @@ mod raw_pruner;
 mod reading_store;
 mod recent_seconds;
 mod rollup;
+mod source;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -38,6 +39,7 @@ pub use device_store::SqliteDevices;
 pub use ingest::{FoldConfig, SqliteReadingSink};
 pub use raw_pruner::SqliteRawPruner;
 pub use reading_store::SqliteReadings;
+pub use source::{ReadingCounts, SqliteSource};
 
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
 /// start applies the ones after it, each in a transaction with its count. A database that had
