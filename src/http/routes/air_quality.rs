@@ -19,13 +19,7 @@ const NEVER_REPORTED: &str = "this device has not reported any reading yet";
 const NONE_REPORTED: &str = "none of your devices has reported any reading yet";
 
 async fn owned_devices(state: &AppState, owner: &OwnerId) -> Result<Vec<DeviceUuid>, ApiError> {
-    Ok(state
-        .devices
-        .list(owner)
-        .await?
-        .into_iter()
-        .map(|device| device.id)
-        .collect())
+    Ok(state.devices.owned_ids(owner).await?)
 }
 
 async fn owned_device(

@@ -136,6 +136,24 @@ impl DeviceStore for PostgresDevices {
             .await
     }
 
+    async fn owned_ids(&self, owner: &OwnerId) -> Result<Vec<DeviceUuid>, StoreError> {
+        self.bounded
+            .run(async |client| {
+                let statement = client
+                    .prepare_cached(
+                        "SELECT id FROM devices WHERE owner = $1 ORDER BY created_at, id",
+                    )
+                    .await?;
+                Ok(client
+                    .query(&statement, &[&owner.as_str()])
+                    .await?
+                    .iter()
+                    .map(|row| DeviceUuid::from_uuid(row.get(0)))
+                    .collect())
+            })
+            .await
+    }
+
     async fn list_page(
         &self,
         owner: &OwnerId,

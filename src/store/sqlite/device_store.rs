@@ -161,6 +161,23 @@ impl DeviceStore for SqliteDevices {
             .await
     }
 
+    async fn owned_ids(&self, owner: &OwnerId) -> Result<Vec<DeviceUuid>, StoreError> {
+        let owner = owner.as_str().to_owned();
+        self.db
+            .read(move |connection| {
+                // From the index on (owner, created_at, id) alone.
+                let mut statement = connection.prepare_cached(
+                    "SELECT id FROM devices WHERE owner = ?1 ORDER BY created_at, id",
+                )?;
+                let ids = statement
+                    .query_map([owner], |row| row.get::<_, String>(0))?
+                    .map(|id| parse_uuid(&id?))
+                    .collect();
+                ids
+            })
+            .await
+    }
+
     async fn list_page(
         &self,
         owner: &OwnerId,

@@ -199,7 +199,8 @@ impl ReadingStore for SqliteReadings {
         self.with_view(devices, |connection, devices, view| {
             let folded: Option<i64> = connection
                 .prepare_cached(
-                    "SELECT max(last_seen) FROM device_latest WHERE device IN rarray(?1)",
+                    "SELECT max(d.last_seen) FROM rarray(?1) a CROSS JOIN device_latest d \
+                     ON d.device = a.value",
                 )?
                 .query_row([Rc::clone(devices)], |row| row.get(0))?;
             let unconsumed = view.rows.iter().map(|row| row.at).max();
@@ -300,7 +301,7 @@ impl ReadingStore for SqliteReadings {
             } else {
                 let mut statement = connection.prepare_cached(
                     "SELECT device, located_at, lat, lon, provider, aqi, pm2_5, temperature, \
-                     last_seen FROM device_latest WHERE device IN rarray(?1)",
+                     last_seen FROM rarray(?1) a CROSS JOIN device_latest d ON d.device = a.value",
                 )?;
                 let rows = statement
                     .query_map([Rc::clone(devices)], read_row)?
