@@ -14,6 +14,8 @@ mod common;
 #[path = "../support/trials.rs"]
 mod trials;
 
+#[path = "../api/alerts.rs"]
+mod alerts;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/batch.rs"]

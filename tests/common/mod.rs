@@ -11,6 +11,7 @@ pub mod contract;
 pub mod map;
 pub mod process;
 pub mod proxy;
+pub mod receiver;
 pub mod relay;
 
 use std::collections::HashMap;
