@@ -115,8 +115,9 @@ pub fn start(
         clock,
         wake: Arc::clone(&wake),
         retry_base: config.retry_base,
-        // An attempt takes at most the timeout; the lease outlasts it well.
-        lease: config.timeout * 3,
+        // An attempt takes at most the timeout (connecting included); the lease outlasts it, and
+        // a process killed mid-attempt holds its events no longer than that after its death.
+        lease: config.timeout * 2,
         tick,
     };
     let mut tasks = vec![evaluating];

@@ -573,3 +573,81 @@ async fn a_deleted_devices_rules_are_gone() {
     assert_eq!(listed.as_array().map(Vec::len), Some(1));
     assert_eq!(listed[0]["id"], kept["id"]);
 }
+
+#[airq_test::test]
+async fn an_event_whose_delivery_was_killed_is_sent_after_the_restart() {
+    use crate::common::process::{serve, token, DATA_DIR};
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let schema = match crate::backend::PAIR {
+        crate::common::Pair::Postgres => Some(crate::common::TestSchema::create().await),
+        _ => None,
+    };
+    let receiver = Receiver::start().await;
+    // The first attempt hangs in the receiver until the server is killed.
+    receiver.answer_late(Duration::from_secs(30));
+    let start = || {
+        serve(dir.path(), |command| {
+            command.args([
+                "--alerts-allow-private-targets",
+                "--alerts-timeout-ms",
+                "2000",
+            ]);
+            if let Some(schema) = &schema {
+                command.args(["--postgres-url", &schema.url]);
+            }
+        })
+    };
+    let (mut server, address) = start();
+    let owner = token(dir.path(), DATA_DIR, "alice");
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("http://{address}/api/v1/alerts"))
+        .bearer_auth(&owner)
+        .json(&json!({"kind": "silence", "silence_minutes": 60, "webhook_url": receiver.url}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let rule = id(&created["data"]).to_owned();
+    let test = client
+        .post(format!("http://{address}/api/v1/alerts/{rule}/test"))
+        .bearer_auth(&owner)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(test.status(), 202);
+    let first = receiver.wait_for(1).await;
+
+    server.signal("KILL");
+    server.exit_within(Duration::from_secs(10));
+    drop(server);
+    let (_server, address) = start();
+    // Sent again once the dead process's lease on it ran out (twice the attempt timeout).
+    let received = receiver.wait_for(2).await;
+    assert_eq!(
+        received[1].json()["id"],
+        first[0].json()["id"],
+        "the same event"
+    );
+    assert_eq!(received[1].body, first[0].body);
+    let mut delivered = Value::Null;
+    for _ in 0..100 {
+        delivered = client
+            .get(format!("http://{address}/api/v1/alerts/{rule}/deliveries"))
+            .bearer_auth(&owner)
+            .send()
+            .await
+            .expect("sent")
+            .json::<Value>()
+            .await
+            .expect("json")["data"][0]
+            .clone();
+        if delivered["status"] == "delivered" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(delivered["status"], "delivered", "{delivered}");
+}

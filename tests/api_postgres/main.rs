@@ -63,6 +63,7 @@ mod web_badge;
 #[path = "../api/web_pages.rs"]
 mod web_pages;
 
+mod alert_replicas;
 mod cross_process;
 mod stalled_database;
 mod start;
