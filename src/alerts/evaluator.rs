@@ -6,8 +6,9 @@
 //! upload's 201 never waits for it and it never sees a reading that could still be lost.
 //! Threshold rules are evaluated for the devices [`ReadingStore::written_since`] names (all of
 //! them when the store cannot tell, at the first pass and every [`FULL_PASS`], so sliding windows
-//! move on and nothing is missed); silence rules for every device at every tick, by the clock —
-//! a silence needs no upload to fire.
+//! move on and nothing is missed; and all of a rule's devices when the rule is new or changed); silence rules for every device every [`SILENCE_SWEEP`] of the
+//! server's clock, and for a device that reported at the next tick — a silence needs no upload
+//! to fire, and a recovery is told at once.
 //!
 //! Nothing is missed across a restart without a persisted watermark: evaluation is by level,
 //! not by edge. The state is persisted and the first pass of a process observes every (rule,
@@ -24,12 +25,17 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::domain::alert::{AlertId, AlertRule, Condition, StateKind};
-use crate::domain::{Device, DeviceUuid, Measure, OwnerId};
+use crate::domain::{Device, DeviceUuid, Measurements, OwnerId};
 use crate::store::{AlertStore, DeviceStore, ReadingStore, StoreError, WriteMark};
 
 /// How often every threshold rule is evaluated for every device, whatever was written: windows
 /// slide with time, not only with uploads.
 pub const FULL_PASS: Duration = Duration::from_secs(60);
+
+/// How often, by the server's clock, silence rules are evaluated for every device: their value
+/// moves in whole minutes, so a sweep every few seconds misses nothing worth a write. A device
+/// that reported is evaluated at the next tick whatever this says (its recovery is prompt).
+pub const SILENCE_SWEEP: TimeDelta = TimeDelta::seconds(10);
 
 /// What the evaluator reads and writes.
 #[derive(Debug)]
@@ -42,9 +48,30 @@ pub struct Evaluator {
     delivered: Arc<Notify>,
     mark: Option<WriteMark>,
     last_full: Option<Instant>,
+    last_silence_sweep: Option<DateTime<Utc>>,
     /// The state and value last recorded per pair: an observation that would change neither is
     /// not written.
-    known: HashMap<(AlertId, DeviceUuid), (StateKind, f64)>,
+    known: HashMap<(AlertId, DeviceUuid), Known>,
+    /// The rules as the last pass saw them: a rule new or changed since (its states started
+    /// afresh in the store) is evaluated for all its devices at once, not at the next full pass.
+    rules_seen: HashMap<AlertId, AlertRule>,
+}
+
+/// What the evaluator last recorded for a pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Known {
+    state: StateKind,
+    value: f64,
+}
+
+/// What one pass read of the reading store, so that many rules on one device cost one read
+/// each.
+#[derive(Debug, Default)]
+struct PassReads {
+    /// Each device's latest reading's time.
+    last_seen: HashMap<DeviceUuid, Option<DateTime<Utc>>>,
+    /// Each device's means over a window (minutes; 0: the latest reading's instant).
+    means: HashMap<(DeviceUuid, u16), Option<Measurements>>,
 }
 
 impl Evaluator {
@@ -64,7 +91,9 @@ impl Evaluator {
             delivered,
             mark: None,
             last_full: None,
+            last_silence_sweep: None,
             known: HashMap::new(),
+            rules_seen: HashMap::new(),
         }
     }
 
@@ -88,10 +117,27 @@ impl Evaluator {
         if full {
             self.last_full = Some(Instant::now());
         }
+        // A clock set back (tests, a corrected host clock) sweeps at once too.
+        let sweep = full
+            || self
+                .last_silence_sweep
+                .is_none_or(|last| now - last >= SILENCE_SWEEP || now < last);
+        if sweep {
+            self.last_silence_sweep = Some(now);
+        }
         let rules = self.alerts.rules().await?;
+        let fresh: HashSet<AlertId> = rules
+            .iter()
+            .filter(|rule| self.rules_seen.get(&rule.id) != Some(rule))
+            .map(|rule| rule.id)
+            .collect();
+        if !fresh.is_empty() {
+            self.known.retain(|(rule, _), _| !fresh.contains(rule));
+        }
         let mut fleets: HashMap<OwnerId, Vec<Device>> = HashMap::new();
         let mut moved = false;
         let mut seen = HashSet::new();
+        let mut reads = PassReads::default();
         for rule in &rules {
             if !fleets.contains_key(&rule.owner) {
                 let devices = self.devices.list(&rule.owner).await?;
@@ -104,6 +150,7 @@ impl Evaluator {
                 .filter(|device| rule.device.is_none_or(|id| id == device.id))
                 .map(|device| (device.id, device.created_at))
                 .collect();
+            let every_device = full || fresh.contains(&rule.id);
             for (device, registered) in watched {
                 seen.insert((rule.id, device));
                 let value = match rule.condition {
@@ -112,14 +159,24 @@ impl Evaluator {
                         window_minutes,
                         ..
                     } => {
-                        if !full && !changed.contains(&device) {
+                        if !every_device && !changed.contains(&device) {
                             continue;
                         }
-                        self.threshold_value(device, measure, window_minutes, now)
+                        self.means(&mut reads, device, window_minutes, now)
                             .await?
+                            .map(|means| means[measure])
                     }
                     Condition::Silence { .. } => {
-                        Some(self.silent_minutes(rule, device, registered, now).await?)
+                        if !sweep && !every_device && !changed.contains(&device) {
+                            continue;
+                        }
+                        let last = self.last_seen(&mut reads, device).await?;
+                        // Before its first reading, a device counts from its registration or
+                        // the rule's creation, whichever is later.
+                        let since = last.unwrap_or(registered.max(rule.created_at));
+                        // Whole minutes: the value changes once a minute, not at every tick, so
+                        // a quiet device costs a write a minute, not one a tick.
+                        Some((now - since).num_minutes().max(0) as f64)
                     }
                 };
                 if let Some(value) = value {
@@ -129,13 +186,14 @@ impl Evaluator {
         }
         // Rules and devices gone take their memory with them.
         self.known.retain(|pair, _| seen.contains(pair));
+        self.rules_seen = rules.into_iter().map(|rule| (rule.id, rule)).collect();
         if moved {
             self.delivered.notify_one();
         }
         Ok(())
     }
 
-    /// Records `value` unless it changes nothing known; whether the state moved.
+    /// Records `value` unless it changes nothing known; whether a state may have moved.
     async fn observe(
         &mut self,
         rule: &AlertRule,
@@ -144,14 +202,20 @@ impl Evaluator {
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
         let pair = (rule.id, device);
-        if let Some((state, last)) = self.known.get(&pair) {
-            if rule.condition.next(*state, value) == *state && *last == value {
+        if let Some(known) = self.known.get(&pair) {
+            if rule.condition.next(known.state, value) == known.state && known.value == value {
                 return Ok(false);
             }
         }
         match self.alerts.observe(rule, device, value, now).await? {
             Some(state) => {
-                self.known.insert(pair, (state.state, value));
+                self.known.insert(
+                    pair,
+                    Known {
+                        state: state.state,
+                        value,
+                    },
+                );
                 // A state moved now, or was first recorded now: either may have made an event.
                 Ok(state.since == now)
             }
@@ -162,41 +226,49 @@ impl Evaluator {
         }
     }
 
-    /// The measure's value: the latest reading's (window 0), or the mean of the readings stored
-    /// under a time in the last `window_minutes`; `None` without a reading there.
-    async fn threshold_value(
+    /// The device's latest reading's time, read once a pass.
+    async fn last_seen(
         &self,
+        reads: &mut PassReads,
         device: DeviceUuid,
-        measure: Measure,
-        window_minutes: u16,
-        now: DateTime<Utc>,
-    ) -> Result<Option<f64>, StoreError> {
-        let devices = [device];
-        let (after, until) = if window_minutes == 0 {
-            let Some(last) = self.readings.last_seen(&devices).await? else {
-                return Ok(None);
-            };
-            (last - TimeDelta::microseconds(1), last)
-        } else {
-            (now - TimeDelta::minutes(i64::from(window_minutes)), now)
-        };
-        let aggregate = self.readings.aggregate(&devices, after, until).await?;
-        Ok(aggregate.means().map(|means| means[measure]))
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        if let Some(last) = reads.last_seen.get(&device) {
+            return Ok(*last);
+        }
+        let last = self.readings.last_seen(&[device]).await?;
+        reads.last_seen.insert(device, last);
+        Ok(last)
     }
 
-    /// Whole minutes since the device's last reading (or, before its first, since it or the
-    /// rule was created, whichever is later).
-    async fn silent_minutes(
+    /// The means of the readings stored under a time in the last `window_minutes` (0: under the
+    /// latest reading's time), read once a pass per device and window; `None` without a reading
+    /// there.
+    async fn means(
         &self,
-        rule: &AlertRule,
+        reads: &mut PassReads,
         device: DeviceUuid,
-        registered: DateTime<Utc>,
+        window_minutes: u16,
         now: DateTime<Utc>,
-    ) -> Result<f64, StoreError> {
-        let last = self.readings.last_seen(&[device]).await?;
-        let since = last.unwrap_or(registered.max(rule.created_at));
-        // Whole minutes: the value changes once a minute, not at every tick, so a quiet device
-        // costs a write a minute, not one a tick.
-        Ok((now - since).num_minutes().max(0) as f64)
+    ) -> Result<Option<Measurements>, StoreError> {
+        if let Some(means) = reads.means.get(&(device, window_minutes)) {
+            return Ok(*means);
+        }
+        let bounds = if window_minutes == 0 {
+            self.last_seen(reads, device)
+                .await?
+                .map(|last| (last - TimeDelta::microseconds(1), last))
+        } else {
+            Some((now - TimeDelta::minutes(i64::from(window_minutes)), now))
+        };
+        let means = match bounds {
+            Some((after, until)) => self
+                .readings
+                .aggregate(&[device], after, until)
+                .await?
+                .means(),
+            None => None,
+        };
+        reads.means.insert((device, window_minutes), means);
+        Ok(means)
     }
 }

@@ -651,3 +651,36 @@ async fn an_event_whose_delivery_was_killed_is_sent_after_the_restart() {
     }
     assert_eq!(delivered["status"], "delivered", "{delivered}");
 }
+
+#[airq_test::test]
+async fn a_changed_rule_starts_its_states_afresh() {
+    let app = app().await;
+    let receiver = Receiver::start().await;
+    let device = app.register_named("alice", "balcony").await;
+    let rule = create(&app, "alice", pm25_rule(&device, &receiver, 0)).await;
+    app.upload_ok(&device, &sample_with(40, 40.0, 20.0)).await;
+    receiver.wait_for(1).await;
+    until_state(&app, "alice", &rule, "firing").await;
+
+    let path = format!("/alerts/{}", id(&rule));
+    let patched = app
+        .send_json_as(
+            "alice",
+            Method::PATCH,
+            &path,
+            &json!({"above": 45, "clear": 30}),
+        )
+        .await;
+    assert_eq!(patched.status(), 200);
+    let ok = until_state(&app, "alice", &rule, "ok").await;
+    assert_eq!(ok["value"], 40.0, "40 is below the new threshold");
+
+    let patched = app
+        .send_json_as("alice", Method::PATCH, &path, &json!({"above": 38}))
+        .await;
+    assert_eq!(patched.status(), 200);
+    let fired = receiver.wait_for(2).await;
+    let event = fired[1].json();
+    assert_eq!(event["type"], "alert.fired");
+    assert_eq!(event["threshold"], 38.0);
+}
