@@ -684,3 +684,121 @@ async fn a_changed_rule_starts_its_states_afresh() {
     assert_eq!(event["type"], "alert.fired");
     assert_eq!(event["threshold"], 38.0);
 }
+
+#[airq_test::test]
+async fn an_owner_has_at_most_a_thousand_rules() {
+    let app = app().await;
+    let rule =
+        json!({"kind": "silence", "silence_minutes": 60, "webhook_url": "https://127.0.0.1/hook"});
+    let mut created = 0;
+    for _ in 0..125 {
+        let batch = (0..8).map(|_| app.send_json_as("alice", Method::POST, "/alerts", &rule));
+        for response in futures_util::future::join_all(batch).await {
+            assert_eq!(response.status(), 201);
+            created += 1;
+        }
+    }
+    assert_eq!(created, 1_000);
+    let refused = app
+        .send_json_as("alice", Method::POST, "/alerts", &rule)
+        .await;
+    let body = problem(refused, 409).await;
+    assert!(
+        body["detail"].as_str().is_some_and(|d| d.contains("1000")),
+        "{body}"
+    );
+    // Another owner is not held to alice's count.
+    let response = app
+        .send_json_as("bob", Method::POST, "/alerts", &rule)
+        .await;
+    assert_eq!(response.status(), 201);
+}
+
+/// The README's receiver (section "Alerts"), run as written with its secret and port filled in,
+/// accepts a signed event (204) and would refuse a forged one.
+#[airq_test::test]
+async fn the_readmes_python_receiver_checks_real_signatures() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let section = &readme[readme
+        .find("A receiver that checks the signature")
+        .expect("the example")..];
+    let code = section
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a python block");
+    let app = app().await;
+    let port = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        socket.local_addr().expect("address").port()
+    };
+    let rule = create(
+        &app,
+        "alice",
+        json!({"kind": "silence", "silence_minutes": 60,
+               "webhook_url": format!("http://127.0.0.1:{port}/")}),
+    )
+    .await;
+    let secret = rule["secret"].as_str().expect("secret");
+    let code = code
+        .replace("b\"whsec_...\"", &format!("b\"{secret}\""))
+        .replace("((\"\", 8000)", &format!("((\"127.0.0.1\", {port})"));
+    let dir = tempfile::tempdir().expect("temporary dir");
+    let script = dir.path().join("receiver.py");
+    std::fs::write(&script, code).expect("script written");
+    let mut python = std::process::Command::new("python3")
+        .arg("-u")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    // Until the receiver listens.
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let response = app
+        .owner_request(
+            Method::POST,
+            &format!("/alerts/{}/test", id(&rule)),
+            "alice",
+        )
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 202);
+    let mut delivery = Value::Null;
+    for _ in 0..500 {
+        delivery = app
+            .data_as("alice", &format!("/alerts/{}/deliveries", id(&rule)))
+            .await[0]
+            .clone();
+        if delivery["status"] == "delivered" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let forged = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/"))
+        .header(
+            "x-airq-signature",
+            format!("t={},v1=00", chrono::Utc::now().timestamp()),
+        )
+        .body("{}")
+        .send()
+        .await
+        .map(|response| response.status().as_u16());
+    let _ = python.kill();
+    let output = python.wait_with_output().expect("python's output");
+    assert_eq!(delivery["status"], "delivered", "{delivery}");
+    assert_eq!(delivery["last_status"], 204);
+    assert_eq!(forged.ok(), Some(401), "a forged signature is refused");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("alert.test"),
+        "the receiver printed the event"
+    );
+}
