@@ -429,8 +429,14 @@ impl RuleSpec {
         // The base's fields count only while the kind stays.
         let base = base.filter(|rule| Some(rule.condition.kind()) == kind);
         let condition = match kind {
-            Some("threshold") => threshold(&object, base, &mut errors),
-            Some("silence") => silence(&object, base, &mut errors),
+            Some("threshold") => {
+                unused_silence(&object, &mut errors);
+                threshold(&object, base, &mut errors)
+            }
+            Some("silence") => {
+                unused_threshold(&object, &mut errors);
+                silence(&object, base, &mut errors)
+            }
             Some(other) => {
                 errors.push(
                     In::Body,
@@ -453,6 +459,52 @@ impl RuleSpec {
     }
 }
 
+/// A silence's field sent with a threshold: unused, but held to its type and bounds all the same
+/// (a client that sent it meant something; a wrong value is its mistake, named).
+fn unused_silence(object: &JsonObject<'_>, errors: &mut FieldErrors) {
+    bounded(
+        object,
+        "silence_minutes",
+        1,
+        MAX_SILENCE_MINUTES,
+        Some(1),
+        errors,
+    );
+}
+
+/// A threshold's fields sent with a silence: unused, held to their types and bounds.
+fn unused_threshold(object: &JsonObject<'_>, errors: &mut FieldErrors) {
+    if let Some(name) = object.optional_str("measure", errors) {
+        measure_named(name, errors);
+    }
+    for key in ["above", "below", "clear"] {
+        let _: Option<f64> = object.optional(key, errors);
+    }
+    bounded(
+        object,
+        "window_minutes",
+        0,
+        MAX_WINDOW_MINUTES,
+        Some(0),
+        errors,
+    );
+}
+
+/// The measure called `name`, or an `enum` problem.
+fn measure_named(name: &str, errors: &mut FieldErrors) -> Option<Measure> {
+    let found = Measure::ALL.into_iter().find(|m| m.name() == name);
+    if found.is_none() {
+        let names: Vec<_> = Measure::ALL.iter().map(|m| m.name()).collect();
+        errors.push(
+            In::Body,
+            "measure",
+            Code::Enum,
+            format!("`measure` must be one of {}", names.join(", ")),
+        );
+    }
+    found
+}
+
 /// A threshold's fields (`measure`, `above` | `below`, `clear`, `window_minutes`).
 fn threshold(
     object: &JsonObject<'_>,
@@ -468,19 +520,7 @@ fn threshold(
         _ => (None, None, None),
     };
     let measure = match object.optional_str("measure", errors) {
-        Some(name) => {
-            let found = Measure::ALL.into_iter().find(|m| m.name() == name);
-            if found.is_none() {
-                let names: Vec<_> = Measure::ALL.iter().map(|m| m.name()).collect();
-                errors.push(
-                    In::Body,
-                    "measure",
-                    Code::Enum,
-                    format!("`measure` must be one of {}", names.join(", ")),
-                );
-            }
-            found
-        }
+        Some(name) => measure_named(name, errors),
         None if object.has("measure") => None,
         None => {
             if base_measure.is_none() {

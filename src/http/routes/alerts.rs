@@ -24,6 +24,7 @@ use crate::http::{Request, Response};
 use crate::store::alerts::Created;
 
 const NOT_FOUND: &str = "no alert rule with this id";
+const NO_DEVICE: &str = "no device with the body's `device_id`";
 /// Deliveries listed by `…/deliveries`, newest first.
 const DELIVERIES_LISTED: usize = 100;
 
@@ -201,35 +202,31 @@ async fn owned(
     Ok((owner, rule))
 }
 
-/// What parsing cannot see: the device is the owner's, and the target's name does not resolve
-/// to an internal address. Unchanged fields of `current` are not checked again.
+/// What parsing cannot see: the device is the owner's (else 404, as for the device's own routes:
+/// another owner's device is not told apart from none), and the target's name does not resolve
+/// to an internal address (else 422 naming `webhook_url`). Unchanged fields of `current` are not
+/// checked again.
 async fn check(
     state: &AppState,
     owner: &OwnerId,
     spec: &RuleSpec,
     current: Option<&AlertRule>,
 ) -> Result<(), ApiError> {
-    let mut errors = FieldErrors::new();
     if let Some(device) = spec
         .device
         .filter(|_| current.is_none_or(|rule| rule.device != spec.device))
     {
         if !owns(state, owner, device).await? {
-            errors.push(
-                In::Body,
-                "device_id",
-                Code::Format,
-                "`device_id` must name one of your devices",
-            );
+            return Err(ApiError::NotFound(NO_DEVICE));
         }
     }
     if current.is_none_or(|rule| rule.webhook_url != spec.webhook_url) {
         if let Err(SendError::Refused) = check_target(&spec.webhook_url, state.alerts.policy).await
         {
-            errors.push(In::Body, "webhook_url", Code::Format, REFUSED);
+            return Err(FieldErrors::single(In::Body, "webhook_url", Code::Format, REFUSED).into());
         }
     }
-    errors.into_result(|| ()).map_err(ApiError::from)
+    Ok(())
 }
 
 async fn owns(state: &AppState, owner: &OwnerId, device: DeviceUuid) -> Result<bool, ApiError> {
