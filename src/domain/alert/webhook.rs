@@ -92,12 +92,16 @@ impl WebhookUrl {
         let rest = text
             .strip_prefix("https://")
             .or_else(|| text.strip_prefix("http://"))?;
-        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        // No fragment: it is never sent, so a URL with one does not say where events go.
+        if text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '#')
+        {
             return None;
         }
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let authority = &rest[..end];
-        if authority.is_empty() || authority.contains('@') || rest[end..].starts_with('#') {
+        if authority.is_empty() || authority.contains('@') {
             return None;
         }
         let (host, port) = match authority.strip_prefix('[') {
@@ -274,6 +278,7 @@ mod tests {
             "https://example.com:0/",
             "https://example.com:99999/",
             "https://-bad-.com/",
+            "https://example.com/hook#part",
         ] {
             assert!(WebhookUrl::parse(bad, LOOSE).is_err(), "{bad}");
         }
