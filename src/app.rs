@@ -223,6 +223,7 @@ impl Application {
             Arc::clone(&readings),
             Arc::clone(&clock),
             config.alerts,
+            Arc::clone(&metrics),
         )
         .map_err(StartError::Alerts)?;
         let limits = Arc::new(RateLimits::new(&config.rate_limits, Arc::clone(&metrics)));

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use super::client::WebhookClient;
 use super::sign::signature;
 use crate::clock::Clock;
+use crate::metrics::ServerMetrics;
 use crate::store::alerts::{Attempt, Outgoing};
 use crate::store::{AlertStore, StoreError};
 
@@ -44,6 +45,8 @@ pub struct Deliverer {
     pub lease: Duration,
     /// How often it looks for due events when not woken.
     pub tick: Duration,
+    /// Where deliveries and failed attempts are counted.
+    pub metrics: Arc<ServerMetrics>,
 }
 
 /// The wait before the attempt after `attempts` failed ones: `base`, doubled each time, at most
@@ -102,6 +105,12 @@ impl Deliverer {
             Ok(status) => self.failed(&event, Some(status), format!("answered {status}"), now),
             Err(error) => self.failed(&event, None, error.to_string(), now),
         };
+        match &attempt {
+            Attempt::Delivered(_) => self.metrics.alert_delivered(),
+            Attempt::Failed { retry_at, .. } => {
+                self.metrics.alert_attempt_failed(retry_at.is_none());
+            }
+        }
         match &attempt {
             Attempt::Delivered(status) => {
                 tracing::info!(event = %event.event, rule = %event.rule, status, "alert event delivered");

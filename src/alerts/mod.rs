@@ -26,6 +26,7 @@ use self::deliverer::Deliverer;
 use self::evaluator::Evaluator;
 use crate::clock::Clock;
 use crate::domain::alert::TargetPolicy;
+use crate::metrics::ServerMetrics;
 use crate::store::{AlertStore, DeviceStore, ReadingStore};
 use crate::tls::TlsError;
 
@@ -88,6 +89,7 @@ pub fn start(
     readings: Arc<dyn ReadingStore>,
     clock: Arc<dyn Clock>,
     config: AlertsConfig,
+    metrics: Arc<ServerMetrics>,
 ) -> Result<(Alerts, AlertsGuard), TlsError> {
     let wake = Arc::new(Notify::new());
     let client = WebhookClient::new(config.policy, config.timeout)?;
@@ -119,6 +121,7 @@ pub fn start(
         // a process killed mid-attempt holds its events no longer than that after its death.
         lease: config.timeout * 2,
         tick,
+        metrics,
     };
     let mut tasks = vec![evaluating];
     if config.paused {

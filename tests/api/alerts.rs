@@ -475,6 +475,23 @@ async fn failed_attempts_are_retried_with_backoff_and_events_stay_in_order() {
     assert_eq!(fired["status"], "delivered");
     assert_eq!(fired["attempts"], 3);
     assert_eq!(fired["last_status"], 200);
+
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    for line in [
+        "airq_alert_attempts_failed_total 2",
+        "airq_alert_deliveries_total 2",
+        "airq_alert_events_failed_total 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+    }
 }
 
 #[airq_test::test]
