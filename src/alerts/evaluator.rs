@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::domain::alert::{AlertId, AlertRule, Condition, StateKind};
-use crate::domain::{Device, DeviceUuid, Measurements, OwnerId};
+use crate::domain::{DeviceUuid, Measurements, OwnerId};
 use crate::store::{AlertStore, DeviceStore, ReadingStore, StoreError, WriteMark};
 
 /// How often every threshold rule is evaluated for every device, whatever was written: windows
@@ -100,19 +100,17 @@ impl Evaluator {
     /// One pass over every rule.
     pub async fn pass(&mut self) -> Result<(), StoreError> {
         let now = self.clock.now();
-        // The mark first: whatever is written after it is named next time.
+        // The mark first: whatever is written after it is named next time. It is kept only
+        // once the pass succeeded, so a failed pass leaves its devices to the next.
         let written = self.readings.written_since(self.mark).await?;
         let full = self.mark.is_none()
             || written.is_none()
             || self
                 .last_full
                 .is_none_or(|last| last.elapsed() >= FULL_PASS);
-        let changed: HashSet<DeviceUuid> = match &written {
-            Some((devices, mark)) => {
-                self.mark = Some(*mark);
-                devices.iter().copied().collect()
-            }
-            None => HashSet::new(),
+        let (changed, mark): (HashSet<DeviceUuid>, _) = match written {
+            Some((devices, mark)) => (devices.into_iter().collect(), Some(mark)),
+            None => (HashSet::new(), None),
         };
         if full {
             self.last_full = Some(Instant::now());
@@ -134,22 +132,35 @@ impl Evaluator {
         if !fresh.is_empty() {
             self.known.retain(|(rule, _), _| !fresh.contains(rule));
         }
-        let mut fleets: HashMap<OwnerId, Vec<Device>> = HashMap::new();
+        // Each owner's devices (and when they were registered), read once a pass.
+        let mut fleets: HashMap<OwnerId, HashMap<DeviceUuid, DateTime<Utc>>> = HashMap::new();
         let mut moved = false;
         let mut seen = HashSet::new();
         let mut reads = PassReads::default();
         for rule in &rules {
             if !fleets.contains_key(&rule.owner) {
                 let devices = self.devices.list(&rule.owner).await?;
-                fleets.insert(rule.owner.clone(), devices);
+                fleets.insert(
+                    rule.owner.clone(),
+                    devices
+                        .into_iter()
+                        .map(|device| (device.id, device.created_at))
+                        .collect(),
+                );
             }
-            let watched: Vec<(DeviceUuid, DateTime<Utc>)> = fleets
-                .get(&rule.owner)
-                .into_iter()
-                .flatten()
-                .filter(|device| rule.device.is_none_or(|id| id == device.id))
-                .map(|device| (device.id, device.created_at))
-                .collect();
+            let fleet = fleets.get(&rule.owner);
+            let watched: Vec<(DeviceUuid, DateTime<Utc>)> = match rule.device {
+                Some(id) => fleet
+                    .and_then(|fleet| fleet.get(&id))
+                    .map(|registered| (id, *registered))
+                    .into_iter()
+                    .collect(),
+                None => fleet
+                    .into_iter()
+                    .flatten()
+                    .map(|(id, registered)| (*id, *registered))
+                    .collect(),
+            };
             let every_device = full || fresh.contains(&rule.id);
             for (device, registered) in watched {
                 seen.insert((rule.id, device));
@@ -187,6 +198,9 @@ impl Evaluator {
         // Rules and devices gone take their memory with them.
         self.known.retain(|pair, _| seen.contains(pair));
         self.rules_seen = rules.into_iter().map(|rule| (rule.id, rule)).collect();
+        if mark.is_some() {
+            self.mark = mark;
+        }
         if moved {
             self.delivered.notify_one();
         }
