@@ -37,6 +37,11 @@ pub const FULL_PASS: Duration = Duration::from_secs(60);
 /// that reported is evaluated at the next tick whatever this says (its recovery is prompt).
 pub const SILENCE_SWEEP: TimeDelta = TimeDelta::seconds(10);
 
+/// How often a pair's value is written when its state does not move: a transition is written at
+/// once, but a value alone (shown by `…/states`) no more than once a minute per pair, so rules on
+/// busy devices do not turn every upload into a write.
+pub const VALUE_REFRESH: Duration = Duration::from_secs(60);
+
 /// What the evaluator reads and writes.
 #[derive(Debug)]
 pub struct Evaluator {
@@ -62,6 +67,7 @@ pub struct Evaluator {
 struct Known {
     state: StateKind,
     value: f64,
+    written: Instant,
 }
 
 /// What one pass read of the reading store, so that many rules on one device cost one read
@@ -207,7 +213,8 @@ impl Evaluator {
         Ok(())
     }
 
-    /// Records `value` unless it changes nothing known; whether a state may have moved.
+    /// Records `value` unless it moves no state and the pair's value was written less than
+    /// [`VALUE_REFRESH`] ago; whether a state may have moved.
     async fn observe(
         &mut self,
         rule: &AlertRule,
@@ -217,7 +224,9 @@ impl Evaluator {
     ) -> Result<bool, StoreError> {
         let pair = (rule.id, device);
         if let Some(known) = self.known.get(&pair) {
-            if rule.condition.next(known.state, value) == known.state && known.value == value {
+            if rule.condition.next(known.state, value) == known.state
+                && (known.value == value || known.written.elapsed() < VALUE_REFRESH)
+            {
                 return Ok(false);
             }
         }
@@ -228,6 +237,7 @@ impl Evaluator {
                     Known {
                         state: state.state,
                         value,
+                        written: Instant::now(),
                     },
                 );
                 // A state moved now, or was first recorded now: either may have made an event.
