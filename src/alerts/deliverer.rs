@@ -11,8 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, TimeDelta, Utc};
-use futures_util::future::join_all;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 use super::client::WebhookClient;
 use super::sign::signature;
@@ -62,33 +61,52 @@ pub fn backoff(base: Duration, attempts: u32) -> TimeDelta {
 }
 
 impl Deliverer {
-    /// Sends due events until the task is aborted.
+    /// Sends due events until the task is aborted. Each attempt runs as a task of its own, at
+    /// most [`IN_FLIGHT`] at once, and the next events are claimed as soon as one ends: a slow
+    /// receiver holds up only its own rule and device, never another rule's events (it would, for
+    /// up to the attempt timeout, if attempts were waited for in rounds). An attempt in flight when
+    /// the task is aborted runs to its end (bounded by the timeout) and records its outcome.
     pub async fn run(self) {
+        let this = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(IN_FLIGHT));
         loop {
-            let sent = match self.round().await {
-                Ok(sent) => sent,
-                Err(error) => {
-                    tracing::warn!(error = %crate::telemetry::chain(&error), "delivering alert events failed; trying again");
-                    0
+            let free = slots.available_permits();
+            let mut claimed = 0;
+            if free > 0 {
+                match this.claim(free).await {
+                    Ok(due) => {
+                        claimed = due.len();
+                        for event in due {
+                            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                                break;
+                            };
+                            let attempt = Arc::clone(&this);
+                            tokio::spawn(async move {
+                                if let Err(error) = attempt.attempt(event).await {
+                                    tracing::warn!(error = %crate::telemetry::chain(&error), "recording an alert delivery failed; the event is sent again once its lease runs out");
+                                }
+                                drop(slot);
+                                // A slot is free: claim again without waiting for the tick.
+                                attempt.wake.notify_one();
+                            });
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(error = %crate::telemetry::chain(&error), "claiming alert events failed; trying again");
+                    }
                 }
-            };
-            if sent < IN_FLIGHT {
-                let _ = tokio::time::timeout(self.tick, self.wake.notified()).await;
+            }
+            if claimed == 0 || claimed < free {
+                let _ = tokio::time::timeout(this.tick, this.wake.notified()).await;
             }
         }
     }
 
-    /// Claims and sends one round of due events; how many.
-    async fn round(&self) -> Result<usize, StoreError> {
+    /// Leases up to `max` due events.
+    async fn claim(&self, max: usize) -> Result<Vec<Outgoing>, StoreError> {
         let now = self.clock.now();
         let lease = TimeDelta::from_std(self.lease).unwrap_or(MAX_BACKOFF);
-        let due = self.alerts.claim(now, now + lease, IN_FLIGHT).await?;
-        let count = due.len();
-        let outcomes = join_all(due.into_iter().map(|event| self.attempt(event))).await;
-        for outcome in outcomes {
-            outcome?;
-        }
-        Ok(count)
+        self.alerts.claim(now, now + lease, max).await
     }
 
     /// One attempt at one event, recorded.

@@ -111,8 +111,10 @@ pub trait AlertStore: Send + Sync + std::fmt::Debug {
 
     /// Records that `device` showed `value` under `rule` at `now`: moves its state as
     /// [`Condition::next`] says and, on a move, puts the event in the outbox, in one transaction
-    /// that decides on the stored state (locked), never on the caller's idea of it. `None` when
-    /// the rule or the device is gone.
+    /// that decides on the stored state (locked), never on the caller's idea of it. An
+    /// observation made before the state's last move (`now` < `since`: another replica's pass
+    /// recorded a later one meanwhile) is stale and changes nothing. `None` when the rule or the
+    /// device is gone.
     async fn observe(
         &self,
         rule: &AlertRule,

@@ -371,7 +371,7 @@ impl AlertStore for PostgresAlerts {
                 }
                 let Some(row) = transaction
                     .query_opt(
-                        "SELECT state, since FROM alert_states \
+                        "SELECT state, since, value FROM alert_states \
                          WHERE rule_id = $1 AND device_id = $2 FOR UPDATE",
                         &[&rule_id, &device_id],
                     )
@@ -383,6 +383,16 @@ impl AlertStore for PostgresAlerts {
                 let current = StateKind::from_name(&state)
                     .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
                 let mut since: DateTime<Utc> = row.try_get(1)?;
+                // An observation older than the last move (a replica's pass that began before
+                // another's move was recorded) is stale: it is not applied.
+                if now < since {
+                    return Ok(Some(DeviceState {
+                        device,
+                        state: current,
+                        since,
+                        value: row.try_get(2)?,
+                    }));
+                }
                 let next = rule.condition.next(current, value);
                 if next != current {
                     insert_event(

@@ -375,18 +375,33 @@ impl AlertStore for SqliteAlerts {
                 }
                 let stored = transaction
                     .prepare_cached(
-                        "SELECT state, since FROM alert_states WHERE rule_id = ?1 AND device_id = ?2",
+                        "SELECT state, since, value FROM alert_states \
+                         WHERE rule_id = ?1 AND device_id = ?2",
                     )?
                     .query_row([&rule_id, &device_id], |row| {
-                        Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, Option<f64>>(2)?,
+                        ))
                     })
                     .optional()?;
                 let (current, since) = match stored {
-                    Some((state, since)) => (
-                        StateKind::from_name(&state)
-                            .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?,
-                        from_micros(since)?,
-                    ),
+                    Some((state, since, stored_value)) => {
+                        let current = StateKind::from_name(&state)
+                            .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
+                        let since = from_micros(since)?;
+                        // An observation older than the last move is stale: it is not applied.
+                        if now < since {
+                            return Ok(Some(DeviceState {
+                                device,
+                                state: current,
+                                since,
+                                value: stored_value,
+                            }));
+                        }
+                        (current, since)
+                    }
                     None => (StateKind::Ok, now),
                 };
                 let next = rule.condition.next(current, value);
