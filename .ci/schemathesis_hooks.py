@@ -9,11 +9,16 @@ does. The rules, as the document states them:
 - custom ranges: `start_date` <= `end_date`, spanning at most 31 days by hour, 366 by day and
   10 years by month;
 - raw exports: `start` < `end`, at most 366 days apart;
-- the map's `bbox`: `minLat` <= `maxLat`;
+- the map's and the clusters' `bbox`: `minLat` <= `maxLat`;
 - uploads: `measured_at` within [now - 366 days, now + 5 minutes];
 - `tz`: one of the zone names the document lists in `x-airq-zone-names` (a string in the schema,
   so generators do not choke on a 598-value enum);
-- the devices list: `cursor` only as a previous page's `next` link gives it, and with `limit`.
+- the devices list: `cursor` only as a previous page's `next` link gives it, and with `limit`;
+- alert rules (`POST /alerts`, `PATCH /alerts/{id}`): a threshold needs `measure` and exactly one
+  of `above`/`below`, with `clear` on its safe side; a silence needs `silence_minutes`;
+  `device_id` names one of the caller's devices (repaired to `null`, every device);
+  `webhook_url` is an https URL whose host is not internal (repaired to one such URL; the run's
+  server has its deliveries paused, so nothing is sent there).
 
 One more repair is the fuzzer's, not the document's: Schemathesis sends every body as is, so an
 upload whose `Content-Encoding` names gzip is sent as `identity` (the document's example names
@@ -113,11 +118,15 @@ def _query(path, query):
     if path == "/devices" and "cursor" in query:
         # A cursor comes from the server, never from a generator: start from the first page.
         del query["cursor"]
+    if path == "/devices" and (query.get("limit") == "" or isinstance(query.get("limit"), (dict, list))):
+        # An empty value (as an empty object or list is sent) is the server's "absent" (the whole
+        # list), which no integer schema says.
+        del query["limit"]
     if path == "/air-quality/custom":
         _custom_range(query)
     elif path.endswith("/readings"):
         _export_range(query)
-    elif path == "/public/map/devices":
+    elif path in ("/public/map/devices", "/public/map/clusters"):
         _bbox(query)
     return query
 
@@ -127,8 +136,45 @@ def _recent(reading):
         reading["measured_at"] = NOW
 
 
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _alert_rule(body, patch):
+    # A `null` counts as absent (but `device_id: null` means every device). A patch is laid over
+    # a rule the hooks cannot see: a `clear` without its threshold may lie on the wrong side of
+    # the stored one, so it is dropped.
+    if not isinstance(body, dict):
+        return
+    if isinstance(body.get("device_id"), str):
+        body["device_id"] = None
+    if isinstance(body.get("webhook_url"), str):
+        body["webhook_url"] = "https://hooks.example.com/airq"
+    if _number(body.get("above")) and _number(body.get("below")):
+        del body["below"]
+    kind = body.get("kind")
+    if kind == "silence" and body.get("silence_minutes") is None:
+        body["silence_minutes"] = 1
+    if kind == "threshold":
+        if body.get("measure") is None:
+            body["measure"] = "pm2_5"
+        if body.get("above") is None and body.get("below") is None:
+            body["above"] = 35
+    clear = body.get("clear")
+    if not _number(clear):
+        return
+    if _number(body.get("above")):
+        body["clear"] = min(clear, body["above"])
+    elif _number(body.get("below")):
+        body["clear"] = max(clear, body["below"])
+    elif patch:
+        del body["clear"]
+
+
 def _body(path, body):
-    if path == "/data":
+    if path in ("/alerts", "/alerts/{id}"):
+        _alert_rule(body, path == "/alerts/{id}")
+    elif path == "/data":
         _recent(body)
     elif path == "/data/batch" and isinstance(body, dict) and isinstance(body.get("readings"), list):
         for reading in body["readings"]:

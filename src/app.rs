@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use crate::alerts::{self, AlertsGuard};
 use crate::auth::local::LocalIssuerError;
 use crate::auth::{Authenticator, JwksError, KeyCache, LocalIssuer, TokenRules};
 use crate::clock::Clock;
@@ -27,13 +28,13 @@ use crate::metrics::{CacheName, ServerMetrics};
 use crate::store::batch_writer::{BatchWriter, WriterGuard};
 use crate::store::ingest_log::IngestLog;
 use crate::store::postgres::listener::{self, CredentialEvents, ListenerGuard};
-use crate::store::postgres::{self, BoundedPool, PostgresDevices};
+use crate::store::postgres::{self, BoundedPool, PostgresAlerts, PostgresDevices};
 use crate::store::questdb;
 use crate::store::retention::{self, PrunerGuard};
 use crate::store::sqlite::{
-    Sqlite, SqliteDevices, SqliteRawPruner, SqliteReadingSink, SqliteReadings,
+    Sqlite, SqliteAlerts, SqliteDevices, SqliteRawPruner, SqliteReadingSink, SqliteReadings,
 };
-use crate::store::{DeviceStore, RawPruner, ReadingSink, ReadingStore, StoreError};
+use crate::store::{AlertStore, DeviceStore, RawPruner, ReadingSink, ReadingStore, StoreError};
 use crate::telemetry::chain;
 use crate::tls::Roots;
 
@@ -70,6 +71,9 @@ pub enum StartError {
     /// The batch writer thread could not be started.
     #[error("starting the batch writer")]
     Writer(#[source] std::io::Error),
+    /// The alert webhooks' HTTPS client could not be set up.
+    #[error("setting up the alert webhooks' HTTPS client")]
+    Alerts(#[source] crate::tls::TlsError),
 }
 
 /// A server that is bound and ready to run.
@@ -86,6 +90,8 @@ pub struct Application {
     _pruner: Option<PrunerGuard>,
     /// Forgets idle rate-limit keys; stops when dropped.
     _sweeper: SweeperGuard,
+    /// Evaluates alert rules and delivers their events; stops when dropped.
+    _alerts: AlertsGuard,
     /// This server's claim on its data directory; dropped last, after the stores it guards.
     _data_dir: DataDirLock,
     /// What the start log tells a person: where the data lives, and whether `airq token` mints
@@ -144,20 +150,25 @@ impl Application {
                 }
             }
         };
-        let (devices, device_keys, postgres) = match &config.postgres_url {
+        // Alert rules live beside the devices: their rows reference the devices' and leave with
+        // them.
+        let (devices, device_keys, alert_store, postgres) = match &config.postgres_url {
             Some(url) => {
                 let (devices, keys, pool, listener) =
                     postgres_devices(url, Arc::clone(&map), &metrics).await?;
-                (devices, keys, Some((pool, listener)))
+                let alert_store: Arc<dyn AlertStore> = Arc::new(PostgresAlerts::new(pool.clone()));
+                (devices, keys, alert_store, Some((pool, listener)))
             }
             None => {
-                let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(sqlite()?));
+                let db = sqlite()?;
+                let devices: Arc<dyn DeviceStore> = Arc::new(SqliteDevices::new(Arc::clone(&db)));
                 let keys = Arc::new(KeyCache::new(
                     Arc::clone(&devices),
                     true,
                     metrics.cache(CacheName::DeviceKeys),
                 ));
-                (devices, keys, None)
+                let alert_store: Arc<dyn AlertStore> = Arc::new(SqliteAlerts::new(db));
+                (devices, keys, alert_store, None)
             }
         };
         let mut pruner: Option<Arc<dyn RawPruner>> = None;
@@ -206,6 +217,15 @@ impl Application {
         };
         let (batch_writer, writer) = BatchWriter::start(sinks, config.batch, Arc::clone(&metrics))
             .map_err(StartError::Writer)?;
+        let (alerts, alerts_guard) = alerts::start(
+            alert_store,
+            Arc::clone(&devices),
+            Arc::clone(&readings),
+            Arc::clone(&clock),
+            config.alerts,
+            Arc::clone(&metrics),
+        )
+        .map_err(StartError::Alerts)?;
         let limits = Arc::new(RateLimits::new(&config.rate_limits, Arc::clone(&metrics)));
         let sweeper = limits.start_sweeper();
         let state = Arc::new(AppState {
@@ -213,6 +233,7 @@ impl Application {
             device_keys,
             devices,
             readings,
+            alerts,
             writer: batch_writer,
             map,
             map_ttl: config.map_cache_ttl,
@@ -241,6 +262,7 @@ impl Application {
             _listener: postgres.map(|(_, listener)| listener),
             _pruner: pruner,
             _sweeper: sweeper,
+            _alerts: alerts_guard,
             _data_dir: data_dir,
             greeting: Greeting {
                 data_dir: config.data_dir.clone(),

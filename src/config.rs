@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::alerts::AlertsConfig;
 pub use crate::auth::OwnerAuth;
+use crate::domain::alert::TargetPolicy;
 use crate::domain::{OwnerId, RawRetention};
 
 /// How often the raw retention's pruner sweeps (tests set [`Config::retention_sweep`]).
@@ -312,6 +314,23 @@ pub struct ServeArgs {
     /// store grows by about 165 bytes a reading for good). Embedded reading store only.
     #[arg(long, env = "AIRQ_RAW_RETENTION_DAYS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=36_600))]
     pub raw_retention_days: u32,
+    /// Alert webhooks may target loopback, private, link-local and metadata addresses, and plain
+    /// `http://` URLs (tests, receivers on a trusted network); off, such targets are refused
+    /// when a rule is written and at every delivery (no SSRF).
+    #[arg(long, env = "AIRQ_ALERTS_ALLOW_PRIVATE_TARGETS")]
+    pub alerts_allow_private_targets: bool,
+    /// The wait after an alert webhook's first failed attempt; doubled at each further one (at
+    /// most an hour), for a day after the event.
+    #[arg(long, env = "AIRQ_ALERTS_RETRY_BASE_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub alerts_retry_base_ms: u64,
+    /// How long one alert webhook attempt may take, connection included; then it counts as
+    /// failed and is retried.
+    #[arg(long, env = "AIRQ_ALERTS_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub alerts_timeout_ms: u64,
+    /// Alert events are recorded in the outbox but not sent until a start without this flag (a
+    /// maintenance window of the receivers, a copy of production data, a fuzzing run).
+    #[arg(long, env = "AIRQ_ALERTS_PAUSED")]
+    pub alerts_paused: bool,
     /// A connection whose client reads nothing of its answer for this long is closed (a
     /// streamed export or a large feed nobody reads would hold it, and its memory, forever).
     #[arg(long, env = "AIRQ_WRITE_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -469,6 +488,8 @@ pub struct Config {
     pub cors_origins: CorsOrigins,
     /// Where the pages' map library and tiles come from.
     pub map: MapSettings,
+    /// Alert rules' evaluation and delivery.
+    pub alerts: AlertsConfig,
 }
 
 impl From<ServeArgs> for Config {
@@ -546,6 +567,15 @@ impl From<ServeArgs> for Config {
             },
             raw_retention: RawRetention::days(args.raw_retention_days),
             retention_sweep: RETENTION_SWEEP,
+            alerts: AlertsConfig {
+                policy: TargetPolicy {
+                    allow_private: args.alerts_allow_private_targets,
+                },
+                retry_base: Duration::from_millis(args.alerts_retry_base_ms),
+                timeout: Duration::from_millis(args.alerts_timeout_ms),
+                paused: args.alerts_paused,
+                ..AlertsConfig::default()
+            },
             cors_origins: args.cors_origins,
             map: MapSettings {
                 library_url: args.map_library_url,

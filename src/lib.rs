@@ -28,6 +28,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms, unreachable_pub)]
 #![deny(clippy::unwrap_used)]
 
+pub mod alerts;
 pub mod app;
 pub mod auth;
 pub mod backup;

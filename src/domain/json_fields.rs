@@ -75,6 +75,17 @@ impl<'a> JsonObject<'a> {
         }
     }
 
+    /// Whether `key` holds a value (not absent, not `null`).
+    pub fn has(&self, key: &str) -> bool {
+        self.present(key).is_some()
+    }
+
+    /// Whether `key` is in the object at all, `null` included (where `null` means something of
+    /// its own, such as a patch's `"device_id": null`: every device).
+    pub fn mentions(&self, key: &str) -> bool {
+        self.map.get(key).is_some()
+    }
+
     fn present(&self, key: &str) -> Option<Json<'a>> {
         self.map
             .get(key)

@@ -4,6 +4,7 @@
 //! values (`DeviceName`, `DeviceUuid`, `Reading`, ...). Parsing collects every field problem at
 //! once into [`FieldErrors`], so a client fixes a bad body in one round trip.
 
+pub mod alert;
 pub mod aqi;
 pub mod batch;
 pub mod bbox;

@@ -112,6 +112,12 @@ pub enum ApiError {
     /// No such resource for this caller.
     #[error("not found: {0}")]
     NotFound(&'static str),
+    /// The owner has as many alert rules as allowed.
+    #[error("alert rule limit reached")]
+    AlertRuleLimit {
+        /// The most rules an owner may have.
+        limit: usize,
+    },
     /// No current snapshot: the latest readings are older than the raw retention keeps.
     #[error("the latest readings are past the raw retention")]
     PastRetention {
@@ -315,6 +321,12 @@ impl ApiError {
                 )
             }
             Self::NotFound(what) => (StatusCode::NOT_FOUND, BLANK_TYPE, "Not Found", (*what).to_owned()),
+            Self::AlertRuleLimit { limit } => (
+                StatusCode::CONFLICT,
+                BLANK_TYPE,
+                "Conflict",
+                format!("you have {limit} alert rules, the most an owner may have; delete one first"),
+            ),
             Self::PastRetention { last_seen, days } => (
                 StatusCode::NOT_FOUND,
                 BLANK_TYPE,

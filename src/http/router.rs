@@ -18,7 +18,7 @@ use hyper::Method;
 use super::error::ApiError;
 use super::guards::access::{any_origin, Access, PUBLIC_AREA};
 use super::guards::client_address::client_address;
-use super::routes::{air_quality, data, devices, meta, pages, public};
+use super::routes::{air_quality, alerts, data, devices, meta, pages, public};
 use super::state::AppState;
 use super::{Request, Response};
 
@@ -158,6 +158,61 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/devices/{id}/rotate-key",
         access: Access::Owner,
         handler: |request, state, path| Box::pin(devices::rotate_key(request, state, path.id())),
+    },
+    // alerts
+    Route {
+        method: Method::GET,
+        path: "/api/v1/alerts",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(alerts::list(request, state)),
+    },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/alerts",
+        access: Access::Owner,
+        handler: |request, state, _| Box::pin(alerts::create(request, state)),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/alerts/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::show(request, state, path.id())),
+    },
+    Route {
+        method: Method::PATCH,
+        path: "/api/v1/alerts/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::update(request, state, path.id())),
+    },
+    Route {
+        method: Method::DELETE,
+        path: "/api/v1/alerts/{id}",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::delete(request, state, path.id())),
+    },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/alerts/{id}/rotate-secret",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::rotate_secret(request, state, path.id())),
+    },
+    Route {
+        method: Method::POST,
+        path: "/api/v1/alerts/{id}/test",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::test(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/alerts/{id}/deliveries",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::deliveries(request, state, path.id())),
+    },
+    Route {
+        method: Method::GET,
+        path: "/api/v1/alerts/{id}/states",
+        access: Access::Owner,
+        handler: |request, state, path| Box::pin(alerts::states(request, state, path.id())),
     },
     // readings
     Route {

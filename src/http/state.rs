@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::alerts::Alerts;
 use crate::auth::{Authenticator, KeyCache};
 use crate::clock::Clock;
 use crate::domain::RawRetention;
@@ -27,6 +28,8 @@ pub struct AppState {
     pub devices: Arc<dyn DeviceStore>,
     /// Reading queries.
     pub readings: Arc<dyn ReadingStore>,
+    /// Alert rules, states and the outbox, and the deliverer's wake-up.
+    pub alerts: Alerts,
     /// The way into reading storage.
     pub writer: BatchWriter,
     /// The rendered public map, shared by all pollers for its time to live.

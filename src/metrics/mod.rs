@@ -119,6 +119,9 @@ pub struct ServerMetrics {
     flush_retries: Counter,
     write_stalls: Counter,
     identity_provider_failures: Counter,
+    alert_deliveries: Counter,
+    alert_attempts_failed: Counter,
+    alert_events_failed: Counter,
     flush_seconds: Counter<f64, AtomicU64>,
     queued: Gauge,
     rate_limited: [Counter; Limit::ALL.len()],
@@ -186,6 +189,21 @@ impl Default for ServerMetrics {
             &mut registry,
             "airq_identity_provider_failures",
             "Owner requests answered 503 because the identity provider's keys could not be fetched",
+        );
+        let alert_deliveries = counter(
+            &mut registry,
+            "airq_alert_deliveries",
+            "Alert events delivered to their webhook (a 2xx answer)",
+        );
+        let alert_attempts_failed = counter(
+            &mut registry,
+            "airq_alert_attempts_failed",
+            "Webhook attempts that failed: another status, no answer in time, or a refused target",
+        );
+        let alert_events_failed = counter(
+            &mut registry,
+            "airq_alert_events_failed",
+            "Alert events given up on after 24 hours of failed attempts",
         );
         let flush_seconds = Counter::<f64, AtomicU64>::default();
         registry.register(
@@ -262,6 +280,9 @@ impl Default for ServerMetrics {
             flush_retries,
             write_stalls,
             identity_provider_failures,
+            alert_deliveries,
+            alert_attempts_failed,
+            alert_events_failed,
             flush_seconds,
             queued,
             fold_backlog,
@@ -332,6 +353,19 @@ impl ServerMetrics {
     /// provider's keys.
     pub fn identity_provider_failed(&self) {
         self.identity_provider_failures.inc();
+    }
+
+    /// Counts an alert event delivered.
+    pub fn alert_delivered(&self) {
+        self.alert_deliveries.inc();
+    }
+
+    /// Counts a failed webhook attempt, and the event given up on when it was the last.
+    pub fn alert_attempt_failed(&self, gave_up: bool) {
+        self.alert_attempts_failed.inc();
+        if gave_up {
+            self.alert_events_failed.inc();
+        }
     }
 
     /// Counts a connection closed because its client stopped reading.

@@ -7,11 +7,14 @@
 //!   forwarded to QuestDB behind it); owned by the [`batch_writer`], the only writer of readings
 //!   in a process.
 //! - [`ReadingStore`]: reads readings back (current window, calendar buckets, latest samples).
+//! - [`AlertStore`]: alert rules, their per-device states and the outbox of their events, beside
+//!   the devices. Implementations: [`sqlite::SqliteAlerts`], [`postgres::PostgresAlerts`].
 //!
 //! Every method is async and takes domain types, so a backend is swapped by configuration without
 //! touching a handler. A backend reports its own faults as [`StoreError`]; the HTTP layer turns
 //! every one of them into an opaque 500 and logs the cause chain.
 
+pub mod alerts;
 pub mod batch_writer;
 mod columns;
 mod device_record;
@@ -28,6 +31,8 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
+
+pub use alerts::AlertStore;
 
 use crate::domain::{
     Aggregate, BucketPlan, Device, DeviceId, DevicePage, DevicePatch, DeviceUuid, KeyHash,

@@ -18,6 +18,7 @@ mod test_ca;
 #[path = "../support/trials.rs"]
 mod trials;
 
+mod alerts;
 mod auth;
 mod backup;
 mod batch;

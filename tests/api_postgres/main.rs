@@ -14,6 +14,8 @@ mod common;
 #[path = "../support/trials.rs"]
 mod trials;
 
+#[path = "../api/alerts.rs"]
+mod alerts;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/batch.rs"]
@@ -61,6 +63,7 @@ mod web_badge;
 #[path = "../api/web_pages.rs"]
 mod web_pages;
 
+mod alert_replicas;
 mod cross_process;
 mod migrate;
 mod stalled_database;

@@ -11,6 +11,7 @@ pub mod contract;
 pub mod map;
 pub mod process;
 pub mod proxy;
+pub mod receiver;
 pub mod relay;
 
 use std::collections::HashMap;
@@ -191,6 +192,11 @@ async fn served_contract(client: &reqwest::Client, server: std::net::SocketAddr)
     Arc::clone(SERVED.get_or_init(|| Arc::new(contract)))
 }
 
+/// A clock of a process of its own, standing at the real time until a test moves it.
+fn fresh_clock() -> ManualClock {
+    ManualClock::new(Utc::now())
+}
+
 /// A running server with its own data directory, behind the relay that checks its answers.
 pub struct TestApp {
     /// `http://127.0.0.1:PORT` of the relay in front of the server.
@@ -232,7 +238,7 @@ impl TestApp {
         let url = schema.as_ref().map(|schema| schema.url.clone());
         let questdb = table.as_ref().map(TestTable::config);
         let data_dir = tempfile::tempdir().expect("temporary data dir");
-        let mut app = Self::start(data_dir, url, questdb, configure).await;
+        let mut app = Self::start(data_dir, url, questdb, fresh_clock(), configure).await;
         app.schema = schema;
         app.table = table;
         app
@@ -241,7 +247,7 @@ impl TestApp {
     /// A process on an existing data directory (the embedded pair: a restart), with the
     /// configuration adjusted first.
     pub async fn spawn_in(data_dir: TempDir, configure: impl FnOnce(&mut Config)) -> Self {
-        Self::start(data_dir, None, None, configure).await
+        Self::start(data_dir, None, None, fresh_clock(), configure).await
     }
 
     /// A second process on the same device store (same PostgreSQL schema, same token secret),
@@ -252,6 +258,16 @@ impl TestApp {
 
     /// [`spawn_peer`](Self::spawn_peer) with `configure` applied to its configuration.
     pub async fn spawn_peer_with(&self, configure: impl FnOnce(&mut Config)) -> Self {
+        self.peer(fresh_clock(), configure).await
+    }
+
+    /// [`spawn_peer_with`](Self::spawn_peer_with) on this process's clock: moving one moves both,
+    /// as the hosts' clocks of replicas move together.
+    pub async fn spawn_peer_on_my_clock(&self, configure: impl FnOnce(&mut Config)) -> Self {
+        self.peer(self.clock.clone(), configure).await
+    }
+
+    async fn peer(&self, clock: ManualClock, configure: impl FnOnce(&mut Config)) -> Self {
         let data_dir = tempfile::tempdir().expect("temporary data dir");
         std::fs::copy(
             self.data_dir.path().join(LocalIssuer::FILE),
@@ -259,7 +275,14 @@ impl TestApp {
         )
         .expect("token secret copied");
         let questdb = self.table.as_ref().map(TestTable::config);
-        Self::start(data_dir, self.postgres_url.clone(), questdb, configure).await
+        Self::start(
+            data_dir,
+            self.postgres_url.clone(),
+            questdb,
+            clock,
+            configure,
+        )
+        .await
     }
 
     /// A process on an existing data directory with the given device store and QuestDB (the
@@ -277,6 +300,7 @@ impl TestApp {
         data_dir: TempDir,
         postgres_url: Option<String>,
         questdb: Option<airq::config::QuestDbConfig>,
+        clock: ManualClock,
         configure: impl FnOnce(&mut Config),
     ) -> Self {
         let mut config = Config::new(
@@ -295,7 +319,6 @@ impl TestApp {
         config.rate_limits.device = airq::config::Rate::OFF;
         config.rate_limits.public = airq::config::Rate::OFF;
         configure(&mut config);
-        let clock = ManualClock::new(Utc::now());
         let app = Application::build(config, Arc::new(clock.clone()))
             .await
             .expect("the server starts");
@@ -377,7 +400,14 @@ impl TestApp {
             tempfile::tempdir().expect("temporary data dir"),
         );
         let questdb = self.table.as_ref().map(TestTable::config);
-        let mut app = Self::start(data_dir, self.postgres_url.clone(), questdb, configure).await;
+        let mut app = Self::start(
+            data_dir,
+            self.postgres_url.clone(),
+            questdb,
+            fresh_clock(),
+            configure,
+        )
+        .await;
         app.schema = self.schema.take();
         app.table = self.table.take();
         app

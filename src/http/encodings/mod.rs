@@ -7,6 +7,7 @@
 //! ([`respond`]). Handlers choose what to say; these files decide how it is spelled, once for
 //! every route.
 
+pub mod alert_views;
 pub mod cacheable;
 pub mod export_formats;
 pub mod json_numbers;

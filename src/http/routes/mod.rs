@@ -1,6 +1,7 @@
 //! Handlers, one file per resource. Each is thin: extract, parse, call a store, render.
 
 pub mod air_quality;
+pub mod alerts;
 pub mod data;
 pub mod devices;
 pub mod meta;

@@ -5,6 +5,7 @@
 //! `NOTIFY` in the same transaction; every process `LISTEN`s ([`listener`]) and evicts its cached
 //! credentials when the notification arrives.
 
+mod alert_store;
 mod bounded;
 mod device_store;
 pub mod listener;
@@ -15,6 +16,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use super::pg_tls::PgTarget;
 use super::StoreError;
 
+pub use alert_store::PostgresAlerts;
 pub use bounded::BoundedPool;
 pub use device_store::PostgresDevices;
 pub use migration::MigrationTarget;
@@ -24,6 +26,7 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/postgres/001_devices.sql"),
     include_str!("../../../schema/postgres/002_reading_ids.sql"),
     include_str!("../../../schema/postgres/003_migration_progress.sql"),
+    include_str!("../../../schema/postgres/004_alerts.sql"),
 ];
 
 /// Serialises schema changes of concurrent starts (an arbitrary, fixed advisory lock key).

@@ -15,6 +15,7 @@
 //! continuous stream of commits never does.
 //! rusqlite is synchronous, so async callers run their closures on tokio's blocking pool.
 
+mod alert_store;
 mod device_store;
 mod export_pages;
 mod ingest;
@@ -35,6 +36,7 @@ use rusqlite::Connection;
 use super::ingest_log::{Ingestion, Watermark};
 use super::StoreError;
 
+pub use alert_store::SqliteAlerts;
 pub use device_store::SqliteDevices;
 pub use ingest::{FoldConfig, SqliteReadingSink};
 pub use raw_pruner::SqliteRawPruner;
@@ -44,7 +46,10 @@ pub use source::{ReadingCounts, SqliteSource};
 /// The schema, in order. `PRAGMA user_version` counts the scripts a database has had; each
 /// start applies the ones after it, each in a transaction with its count. A database that had
 /// more than this server knows was written by a newer airq, and is refused.
-const SCHEMA: &[&str] = &[include_str!("../../../schema/sqlite/001_schema.sql")];
+const SCHEMA: &[&str] = &[
+    include_str!("../../../schema/sqlite/001_schema.sql"),
+    include_str!("../../../schema/sqlite/002_alerts.sql"),
+];
 
 /// Readers kept open for reuse; more may exist briefly under load.
 const IDLE_READERS: usize = 8;
