@@ -293,7 +293,7 @@ impl TestApp {
         questdb: Option<airq::config::QuestDbConfig>,
         configure: impl FnOnce(&mut Config),
     ) -> Self {
-        Self::start(data_dir, postgres_url, questdb, configure).await
+        Self::start(data_dir, postgres_url, questdb, fresh_clock(), configure).await
     }
 
     async fn start(
