@@ -50,6 +50,9 @@ pub enum Command {
     /// minute and rebuilds, and time per request from the cache, for a world, a region and a
     /// city view.
     MapPoll(MapPollArgs),
+    /// Alert latency, a reading's 201 to its webhook's arrival, with thousands of rules while
+    /// a fleet uploads in open loop; and single uploads with and without those rules.
+    Alerts(AlertArgs),
     /// Sample a process's resident memory and report the maximum.
     Rss(RssArgs),
 }
@@ -376,6 +379,43 @@ pub struct MapArgs {
     /// Requests timed per view and answer (200 gzip, 304) from the cache.
     #[arg(long, short = 'n', default_value_t = 20_000)]
     pub requests: usize,
+}
+
+/// `alerts`.
+#[derive(Debug, Clone, Args)]
+pub struct AlertArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Rules on the uploading fleet, one per device, over as many owners as the server's limit
+    /// of 1,000 rules per owner needs; none of them is ever crossed by the generated values.
+    #[arg(long, default_value_t = 10_000)]
+    pub rules: usize,
+    /// Probe devices (another owner), each with a PM2.5 rule the probe crosses back and forth:
+    /// their transitions are the ones timed.
+    #[arg(long, default_value_t = 4)]
+    pub probes: usize,
+    /// Uploads per second from the fleet while the probes are timed (open loop).
+    #[arg(long, default_value_t = 20_000.0)]
+    pub rate: f64,
+    /// Seconds of the timed phase.
+    #[arg(long, short = 'd', default_value_t = 60.0)]
+    pub duration: f64,
+    /// Seconds of each closed-loop single-upload run (without rules, with them, without them
+    /// again); 0 skips the comparison.
+    #[arg(long, default_value_t = 20.0)]
+    pub compare_duration: f64,
+    /// Keep-alive connections of the uploads.
+    #[arg(long, short = 'c', default_value_t = 64)]
+    pub connections: usize,
+    /// Directory of the fleet files (one per owner; reused when present).
+    #[arg(long, value_name = "DIR")]
+    pub fleet_dir: Option<PathBuf>,
+    /// Seconds a probe waits for its webhook before counting the transition as missed.
+    #[arg(long, default_value_t = 30.0)]
+    pub event_timeout: f64,
+    /// Seconds without an answer before a request counts as a timeout.
+    #[arg(long, default_value_t = 10.0)]
+    pub request_timeout: f64,
 }
 
 /// `map-poll`.

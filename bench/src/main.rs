@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+mod alerts;
 mod batch;
 mod ceiling;
 mod cli;
@@ -33,6 +34,7 @@ mod server_metrics;
 mod stats;
 mod uploads;
 mod verify;
+mod webhook_receiver;
 
 use std::process::ExitCode;
 
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
             Command::Export(args) => export::run(args).await,
             Command::Map(args) => map::run(args).await,
             Command::MapPoll(args) => map_poll::run(args).await,
+            Command::Alerts(args) => alerts::run(args).await,
             Command::Rss(args) => {
                 rss::run(
                     args.pid,
