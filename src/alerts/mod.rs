@@ -98,6 +98,7 @@ pub fn start(
         devices,
         readings,
         Arc::clone(&clock),
+        config.tick,
         Arc::clone(&wake),
     );
     let tick = config.tick;

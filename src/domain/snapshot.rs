@@ -30,6 +30,19 @@ impl std::ops::AddAssign for Aggregate {
     }
 }
 
+/// Taking away a subset: what remains of a sliding window's samples when its oldest leave. An
+/// aggregate left empty is exactly empty (no rounding residue in its sums).
+impl std::ops::SubAssign for Aggregate {
+    fn sub_assign(&mut self, other: Self) {
+        self.count = self.count.saturating_sub(other.count);
+        if self.count == 0 {
+            self.sums = Measurements::default();
+        } else {
+            self.sums -= other.sums;
+        }
+    }
+}
+
 impl Aggregate {
     /// The aggregate of one sample.
     pub fn of(values: &Measurements) -> Self {

@@ -25,14 +25,15 @@ pub mod questdb;
 pub mod retention;
 pub mod sqlite;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::task::{Context, Poll};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::mpsc;
 
-pub use alerts::AlertStore;
+pub use alerts::{AlertStore, Observation};
 
 use crate::domain::{
     Aggregate, BucketPlan, Device, DeviceId, DevicePage, DevicePatch, DeviceUuid, KeyHash,
@@ -263,6 +264,40 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         after: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError>;
+
+    /// For each of `devices` with a sample: the latest sample's time and the sums of the samples
+    /// stored under that time. The alert evaluator reads a whole fleet's at once; a backend that
+    /// can, answers in one read (the default asks device by device).
+    async fn latest_each(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<HashMap<DeviceUuid, (DateTime<Utc>, Aggregate)>, StoreError> {
+        let mut latest = HashMap::with_capacity(devices.len());
+        for device in devices {
+            if let Some(at) = self.last_seen(&[*device]).await? {
+                let sums = self
+                    .aggregate(&[*device], at - TimeDelta::microseconds(1), at)
+                    .await?;
+                if sums.count > 0 {
+                    latest.insert(*device, (at, sums));
+                }
+            }
+        }
+        Ok(latest)
+    }
+
+    /// The sums of each device's samples in its range `(after, until]`, in the order asked (as
+    /// [`ReadingStore::latest_each`], for windowed alert rules).
+    async fn aggregate_each(
+        &self,
+        ranges: &[(DeviceUuid, DateTime<Utc>, DateTime<Utc>)],
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let mut sums = Vec::with_capacity(ranges.len());
+        for (device, after, until) in ranges {
+            sums.push(self.aggregate(&[*device], *after, *until).await?);
+        }
+        Ok(sums)
+    }
 
     /// One aggregate per bucket of the plan, in the plan's order (empty buckets included).
     async fn buckets(

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use airq::clock::Clock as _;
 use chrono::TimeDelta;
 use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::common::receiver::{Received, Receiver};
-use crate::common::{fe, field_errors, problem, sample_with, TestApp};
+use crate::common::{fe, field_errors, measured, problem, sample_with, TestApp};
 
 /// A server that evaluates often, retries after a second (of its clock) and may deliver to the
 /// receiver on loopback.
@@ -390,6 +391,42 @@ async fn a_window_rule_fires_on_the_mean_of_its_window() {
     let event = fired[0].json();
     assert_eq!(event["type"], "alert.fired");
     assert_eq!(event["value"], 40.0, "the mean of 30 and 50");
+}
+
+#[airq_test::test]
+async fn a_window_mean_lets_go_of_readings_that_left_the_window() {
+    let app = app().await;
+    let receiver = Receiver::start().await;
+    let device = app.register_named("alice", "balcony").await;
+    create(&app, "alice", pm25_rule(&device, &receiver, 10)).await;
+    app.upload_ok(&device, &sample_with(40, 50.0, 20.0)).await;
+    assert_eq!(receiver.wait_for(1).await[0].json()["type"], "alert.fired");
+    app.clock.advance(TimeDelta::minutes(5));
+    app.upload_ok(&device, &sample_with(40, 10.0, 20.0)).await;
+    // 50 and 10 average 30: above the clear value, still firing.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(receiver.received().len(), 1);
+    app.clock.advance(TimeDelta::minutes(6));
+    app.upload_ok(&device, &sample_with(40, 10.0, 20.0)).await;
+    let cleared = receiver.wait_for(2).await[1].json();
+    assert_eq!(cleared["type"], "alert.cleared");
+    assert_eq!(cleared["value"], 10.0, "the 50 left the window");
+}
+
+#[airq_test::test]
+async fn a_reading_measured_a_little_earlier_counts_in_its_window_at_once() {
+    let app = app().await;
+    let receiver = Receiver::start().await;
+    let device = app.register_named("alice", "balcony").await;
+    let rule = create(&app, "alice", pm25_rule(&device, &receiver, 10)).await;
+    app.upload_ok(&device, &sample_with(40, 30.0, 20.0)).await;
+    until_state(&app, "alice", &rule, "ok").await;
+    let earlier = app.clock.now() - TimeDelta::seconds(30);
+    app.upload_ok(&device, &measured(sample_with(40, 50.0, 20.0), earlier))
+        .await;
+    let fired = receiver.wait_for(1).await[0].json();
+    assert_eq!(fired["type"], "alert.fired");
+    assert_eq!(fired["value"], 40.0, "the mean of 30 and the earlier 50");
 }
 
 #[airq_test::test]

@@ -23,7 +23,7 @@ use crate::domain::{DeviceUuid, OwnerId};
 use crate::store::alerts::{
     condition_columns, Attempt, Created, Outgoing, RuleRecord, RULE_COLUMNS,
 };
-use crate::store::{AlertStore, StoreError};
+use crate::store::{AlertStore, Observation, StoreError};
 
 /// Alert rules, states and outbox in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -336,87 +336,25 @@ impl AlertStore for PostgresAlerts {
 
     async fn observe(
         &self,
-        rule: &AlertRule,
-        device: DeviceUuid,
-        value: f64,
+        observations: &[Observation],
         now: DateTime<Utc>,
-    ) -> Result<Option<DeviceState>, StoreError> {
+    ) -> Result<Vec<Option<DeviceState>>, StoreError> {
+        // Locked in one order by every replica, so two passes over the same pairs wait for each
+        // other instead of deadlocking.
+        let mut order: Vec<usize> = (0..observations.len()).collect();
+        order.sort_by_key(|&index| {
+            let observation = &observations[index];
+            (observation.rule.id.as_uuid(), observation.device.as_uuid())
+        });
         self.bounded
             .run(async |client| {
                 let transaction = client.transaction().await?;
-                let rule_id = rule.id.as_uuid();
-                let device_id = device.as_uuid();
-                // The row first (a rule or device deleted meanwhile leaves nothing to insert
-                // into), then its lock: every replica decides on the state the last one left.
-                let made = transaction
-                    .execute(
-                        "INSERT INTO alert_states (rule_id, device_id, state, since, value) \
-                         SELECT $1, $2, 'ok', $3, NULL \
-                         WHERE EXISTS (SELECT 1 FROM alert_rules WHERE id = $1) \
-                         AND EXISTS (SELECT 1 FROM devices WHERE id = $2) \
-                         ON CONFLICT (rule_id, device_id) DO NOTHING",
-                        &[&rule_id, &device_id, &now],
-                    )
-                    .await;
-                match made {
-                    Ok(_) => {}
-                    // A rule or device deleted between the check and the insert.
-                    Err(error)
-                        if error.code()
-                            == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) =>
-                    {
-                        return Ok(None)
-                    }
-                    Err(error) => return Err(error.into()),
+                let mut states = vec![None; observations.len()];
+                for index in order {
+                    states[index] = observe_one(&transaction, &observations[index], now).await?;
                 }
-                let Some(row) = transaction
-                    .query_opt(
-                        "SELECT state, since, value FROM alert_states \
-                         WHERE rule_id = $1 AND device_id = $2 FOR UPDATE",
-                        &[&rule_id, &device_id],
-                    )
-                    .await?
-                else {
-                    return Ok(None);
-                };
-                let state: String = row.try_get(0)?;
-                let current = StateKind::from_name(&state)
-                    .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
-                let mut since: DateTime<Utc> = row.try_get(1)?;
-                // An observation older than the last move (a replica's pass that began before
-                // another's move was recorded) is stale: it is not applied.
-                if now < since {
-                    return Ok(Some(DeviceState {
-                        device,
-                        state: current,
-                        since,
-                        value: row.try_get(2)?,
-                    }));
-                }
-                let next = rule.condition.next(current, value);
-                if next != current {
-                    insert_event(
-                        &transaction,
-                        &AlertEvent::transition(rule, device, next, value, now),
-                        now,
-                    )
-                    .await?;
-                    since = now;
-                }
-                transaction
-                    .execute(
-                        "UPDATE alert_states SET state = $3, since = $4, value = $5 \
-                         WHERE rule_id = $1 AND device_id = $2",
-                        &[&rule_id, &device_id, &next.as_str(), &since, &value],
-                    )
-                    .await?;
                 transaction.commit().await?;
-                Ok(Some(DeviceState {
-                    device,
-                    state: next,
-                    since,
-                    value: Some(value),
-                }))
+                Ok(states)
             })
             .await
     }
@@ -546,4 +484,89 @@ async fn insert_event(
         )
         .await?;
     Ok(())
+}
+
+/// One observation of [`AlertStore::observe`], in its transaction.
+async fn observe_one(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    observation: &Observation,
+    now: DateTime<Utc>,
+) -> Result<Option<DeviceState>, StoreError> {
+    let Observation {
+        rule,
+        device,
+        value,
+    } = observation;
+    let (device, value) = (*device, *value);
+    let rule_id = rule.id.as_uuid();
+    let device_id = device.as_uuid();
+    // The row first (a rule or device deleted meanwhile leaves nothing to insert
+    // into), then its lock: every replica decides on the state the last one left.
+    let made = transaction
+        .execute(
+            "INSERT INTO alert_states (rule_id, device_id, state, since, value) \
+             SELECT $1, $2, 'ok', $3, NULL \
+             WHERE EXISTS (SELECT 1 FROM alert_rules WHERE id = $1) \
+             AND EXISTS (SELECT 1 FROM devices WHERE id = $2) \
+             ON CONFLICT (rule_id, device_id) DO NOTHING",
+            &[&rule_id, &device_id, &now],
+        )
+        .await;
+    match made {
+        Ok(_) => {}
+        // A rule or device deleted between the check and the insert.
+        Err(error)
+            if error.code() == Some(&tokio_postgres::error::SqlState::FOREIGN_KEY_VIOLATION) =>
+        {
+            return Ok(None)
+        }
+        Err(error) => return Err(error.into()),
+    }
+    let Some(row) = transaction
+        .query_opt(
+            "SELECT state, since, value FROM alert_states \
+             WHERE rule_id = $1 AND device_id = $2 FOR UPDATE",
+            &[&rule_id, &device_id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let state: String = row.try_get(0)?;
+    let current = StateKind::from_name(&state)
+        .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
+    let mut since: DateTime<Utc> = row.try_get(1)?;
+    // An observation older than the last move (a replica's pass that began before
+    // another's move was recorded) is stale: it is not applied.
+    if now < since {
+        return Ok(Some(DeviceState {
+            device,
+            state: current,
+            since,
+            value: row.try_get(2)?,
+        }));
+    }
+    let next = rule.condition.next(current, value);
+    if next != current {
+        insert_event(
+            transaction,
+            &AlertEvent::transition(rule, device, next, value, now),
+            now,
+        )
+        .await?;
+        since = now;
+    }
+    transaction
+        .execute(
+            "UPDATE alert_states SET state = $3, since = $4, value = $5 \
+             WHERE rule_id = $1 AND device_id = $2",
+            &[&rule_id, &device_id, &next.as_str(), &since, &value],
+        )
+        .await?;
+    Ok(Some(DeviceState {
+        device,
+        state: next,
+        since,
+        value: Some(value),
+    }))
 }

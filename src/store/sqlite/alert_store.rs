@@ -18,7 +18,7 @@ use crate::domain::{DeviceUuid, OwnerId};
 use crate::store::alerts::{
     condition_columns, Attempt, Created, Outgoing, RuleRecord, RULE_COLUMNS,
 };
-use crate::store::{AlertStore, StoreError};
+use crate::store::{AlertStore, Observation, StoreError};
 
 /// Alert rules, states and outbox in the embedded database.
 #[derive(Debug, Clone)]
@@ -353,89 +353,19 @@ impl AlertStore for SqliteAlerts {
 
     async fn observe(
         &self,
-        rule: &AlertRule,
-        device: DeviceUuid,
-        value: f64,
+        observations: &[Observation],
         now: DateTime<Utc>,
-    ) -> Result<Option<DeviceState>, StoreError> {
-        let rule = rule.clone();
+    ) -> Result<Vec<Option<DeviceState>>, StoreError> {
+        let observations = observations.to_vec();
         self.db
             .write(move |connection| {
                 let transaction = connection.transaction()?;
-                let rule_id = rule.id.to_string();
-                let device_id = device.to_string();
-                let alive: bool = transaction
-                    .prepare_cached(
-                        "SELECT EXISTS (SELECT 1 FROM alert_rules WHERE id = ?1) \
-                         AND EXISTS (SELECT 1 FROM devices WHERE id = ?2)",
-                    )?
-                    .query_row([&rule_id, &device_id], |row| row.get(0))?;
-                if !alive {
-                    return Ok(None);
-                }
-                let stored = transaction
-                    .prepare_cached(
-                        "SELECT state, since, value FROM alert_states \
-                         WHERE rule_id = ?1 AND device_id = ?2",
-                    )?
-                    .query_row([&rule_id, &device_id], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, i64>(1)?,
-                            row.get::<_, Option<f64>>(2)?,
-                        ))
-                    })
-                    .optional()?;
-                let (current, since) = match stored {
-                    Some((state, since, stored_value)) => {
-                        let current = StateKind::from_name(&state)
-                            .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
-                        let since = from_micros(since)?;
-                        // An observation older than the last move is stale: it is not applied.
-                        if now < since {
-                            return Ok(Some(DeviceState {
-                                device,
-                                state: current,
-                                since,
-                                value: stored_value,
-                            }));
-                        }
-                        (current, since)
-                    }
-                    None => (StateKind::Ok, now),
-                };
-                let next = rule.condition.next(current, value);
-                let since = if next == current {
-                    since
-                } else {
-                    insert_event(
-                        &transaction,
-                        &AlertEvent::transition(&rule, device, next, value, now),
-                        now,
-                    )?;
-                    now
-                };
-                transaction
-                    .prepare_cached(
-                        "INSERT INTO alert_states (rule_id, device_id, state, since, value) \
-                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (rule_id, device_id) \
-                         DO UPDATE SET state = excluded.state, since = excluded.since, \
-                         value = excluded.value",
-                    )?
-                    .execute(params![
-                        rule_id,
-                        device_id,
-                        next.as_str(),
-                        to_micros(since),
-                        value
-                    ])?;
+                let states = observations
+                    .iter()
+                    .map(|observation| observe_one(&transaction, observation, now))
+                    .collect::<Result<Vec<_>, _>>()?;
                 transaction.commit()?;
-                Ok(Some(DeviceState {
-                    device,
-                    state: next,
-                    since,
-                    value: Some(value),
-                }))
+                Ok(states)
             })
             .await
     }
@@ -567,4 +497,91 @@ fn insert_event(
             to_micros(now),
         ])?;
     Ok(())
+}
+
+/// One observation of [`AlertStore::observe`], in its transaction.
+fn observe_one(
+    transaction: &rusqlite::Transaction<'_>,
+    observation: &Observation,
+    now: DateTime<Utc>,
+) -> Result<Option<DeviceState>, StoreError> {
+    let Observation {
+        rule,
+        device,
+        value,
+    } = observation;
+    let (device, value) = (*device, *value);
+    let rule_id = rule.id.to_string();
+    let device_id = device.to_string();
+    let alive: bool = transaction
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM alert_rules WHERE id = ?1) \
+             AND EXISTS (SELECT 1 FROM devices WHERE id = ?2)",
+        )?
+        .query_row([&rule_id, &device_id], |row| row.get(0))?;
+    if !alive {
+        return Ok(None);
+    }
+    let stored = transaction
+        .prepare_cached(
+            "SELECT state, since, value FROM alert_states \
+             WHERE rule_id = ?1 AND device_id = ?2",
+        )?
+        .query_row([&rule_id, &device_id], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, Option<f64>>(2)?,
+            ))
+        })
+        .optional()?;
+    let (current, since) = match stored {
+        Some((state, since, stored_value)) => {
+            let current = StateKind::from_name(&state)
+                .ok_or_else(|| StoreError::Corrupt(format!("alert state {state:?}")))?;
+            let since = from_micros(since)?;
+            // An observation older than the last move is stale: it is not applied.
+            if now < since {
+                return Ok(Some(DeviceState {
+                    device,
+                    state: current,
+                    since,
+                    value: stored_value,
+                }));
+            }
+            (current, since)
+        }
+        None => (StateKind::Ok, now),
+    };
+    let next = rule.condition.next(current, value);
+    let since = if next == current {
+        since
+    } else {
+        insert_event(
+            transaction,
+            &AlertEvent::transition(rule, device, next, value, now),
+            now,
+        )?;
+        now
+    };
+    transaction
+        .prepare_cached(
+            "INSERT INTO alert_states (rule_id, device_id, state, since, value) \
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (rule_id, device_id) \
+             DO UPDATE SET state = excluded.state, since = excluded.since, \
+             value = excluded.value",
+        )?
+        .execute(params![
+            rule_id,
+            device_id,
+            next.as_str(),
+            to_micros(since),
+            value
+        ])?;
+    Ok(Some(DeviceState {
+        device,
+        state: next,
+        since,
+        value: Some(value),
+    }))
 }

@@ -19,7 +19,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use super::export_pages;
-use super::ingest::{count_removed, folded_id, removed, UnconsumedView};
+use super::ingest::{count_removed, folded_id, removed, LoggedRow, Replaced, UnconsumedView};
 use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
@@ -193,8 +193,138 @@ fn merge_view(
     }
 }
 
+/// The view's rows and replaced readings per device, for reads that answer device by device.
+struct ViewByDevice<'a> {
+    rows: HashMap<[u8; 16], Vec<&'a LoggedRow>>,
+    replaced: HashMap<[u8; 16], Vec<&'a Replaced>>,
+}
+
+impl<'a> ViewByDevice<'a> {
+    fn of(view: &'a UnconsumedView) -> Self {
+        let mut rows: HashMap<[u8; 16], Vec<&LoggedRow>> = HashMap::new();
+        for row in &view.rows {
+            rows.entry(row.device).or_default().push(row);
+        }
+        let mut replaced: HashMap<[u8; 16], Vec<&Replaced>> = HashMap::new();
+        for reading in &view.replaced {
+            replaced.entry(reading.device).or_default().push(reading);
+        }
+        Self { rows, replaced }
+    }
+
+    /// The device's latest unconsumed time.
+    fn latest(&self, device: &[u8; 16]) -> Option<i64> {
+        self.rows.get(device)?.iter().map(|row| row.at).max()
+    }
+
+    /// Adds the device's rows at a time `keep` accepts to `sums`, and takes away the folded
+    /// readings they replace.
+    fn merge(&self, device: &[u8; 16], keep: impl Fn(i64) -> bool, sums: &mut Aggregate) {
+        for row in self.rows.get(device).into_iter().flatten() {
+            if keep(row.at) {
+                *sums += Aggregate::of(&row.values);
+            }
+        }
+        for replaced in self.replaced.get(device).into_iter().flatten() {
+            if keep(replaced.at) {
+                sums.count = sums.count.saturating_sub(1);
+                sums.sums -= replaced.values;
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl ReadingStore for SqliteReadings {
+    async fn latest_each(
+        &self,
+        devices: &[DeviceUuid],
+    ) -> Result<HashMap<DeviceUuid, (DateTime<Utc>, Aggregate)>, StoreError> {
+        self.with_view(devices, |connection, array, view| {
+            let mut latest: HashMap<[u8; 16], i64> = HashMap::new();
+            let mut folded = connection.prepare_cached(
+                "SELECT d.device, d.last_seen FROM rarray(?1) a CROSS JOIN device_latest d \
+                 ON d.device = a.value",
+            )?;
+            let rows = folded.query_map([Rc::clone(array)], |row| {
+                Ok((read_device(row, 0)?, row.get::<_, i64>(1)?))
+            })?;
+            for row in rows {
+                if let (Some(device), at) = row? {
+                    latest.insert(device, at);
+                }
+            }
+            let folded_latest = latest.clone();
+            let by_device = ViewByDevice::of(&view);
+            for device in by_device.rows.keys() {
+                if let Some(at) = by_device.latest(device) {
+                    let entry = latest.entry(*device).or_insert(at);
+                    *entry = (*entry).max(at);
+                }
+            }
+            let mut at_instant = connection.prepare_cached(&format!(
+                "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
+                 WHERE b.device = ?1 AND b.at = ?2",
+                *SUM_COLUMNS
+            ))?;
+            let mut answer = HashMap::with_capacity(latest.len());
+            for (device, at) in latest {
+                // A latest time newer than the folded one (or with none folded) is only in the
+                // view: no query.
+                let mut sums = if folded_latest.get(&device).is_none_or(|folded| *folded < at) {
+                    Aggregate::default()
+                } else {
+                    at_instant.query_row(params![device.as_slice(), at], read_aggregate)?
+                };
+                by_device.merge(&device, |time| time == at, &mut sums);
+                if sums.count > 0 {
+                    answer.insert(
+                        DeviceUuid::from_uuid(Uuid::from_bytes(device)),
+                        (from_micros(at)?, sums),
+                    );
+                }
+            }
+            Ok(answer)
+        })
+        .await
+    }
+
+    async fn aggregate_each(
+        &self,
+        ranges: &[(DeviceUuid, DateTime<Utc>, DateTime<Utc>)],
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let asked: Vec<([u8; 16], i64, i64)> = ranges
+            .iter()
+            .map(|(device, after, until)| {
+                (device_bytes(*device), to_micros(*after), to_micros(*until))
+            })
+            .collect();
+        let devices: Vec<DeviceUuid> = ranges
+            .iter()
+            .map(|(device, ..)| *device)
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        self.with_view(&devices, move |connection, _, view| {
+            let by_device = ViewByDevice::of(&view);
+            let mut range = connection.prepare_cached(&format!(
+                "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
+                 WHERE b.device = ?1 AND b.at > ?2 AND b.at <= ?3",
+                *SUM_COLUMNS
+            ))?;
+            asked
+                .into_iter()
+                .map(|(device, after, until)| {
+                    let mut sums = range
+                        .query_row(params![device.as_slice(), after, until], read_aggregate)?;
+                    by_device.merge(&device, |at| at > after && at <= until, &mut sums);
+                    Ok(sums)
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn last_seen(&self, devices: &[DeviceUuid]) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.with_view(devices, |connection, devices, view| {
             let folded: Option<i64> = connection

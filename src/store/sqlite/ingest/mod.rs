@@ -45,7 +45,7 @@ use crate::store::ingest_log::{Ingestion, UnconsumedRow};
 
 pub use append::SqliteReadingSink;
 pub use fold::FoldConfig;
-pub(super) use view::UnconsumedView;
+pub(super) use view::{Replaced, UnconsumedView};
 
 /// The embedded store's ingestion: the log, and its unconsumed rows as the fold and the reads
 /// use them.
