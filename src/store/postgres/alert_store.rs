@@ -492,12 +492,7 @@ async fn observe_one(
     observation: &Observation,
     now: DateTime<Utc>,
 ) -> Result<Option<DeviceState>, StoreError> {
-    let Observation {
-        rule,
-        device,
-        value,
-    } = observation;
-    let (device, value) = (*device, *value);
+    let (rule, device, value) = (&observation.rule, observation.device, observation.value);
     let rule_id = rule.id.as_uuid();
     let device_id = device.as_uuid();
     // The row first (a rule or device deleted meanwhile leaves nothing to insert

@@ -505,12 +505,7 @@ fn observe_one(
     observation: &Observation,
     now: DateTime<Utc>,
 ) -> Result<Option<DeviceState>, StoreError> {
-    let Observation {
-        rule,
-        device,
-        value,
-    } = observation;
-    let (device, value) = (*device, *value);
+    let (rule, device, value) = (&observation.rule, observation.device, observation.value);
     let rule_id = rule.id.to_string();
     let device_id = device.to_string();
     let alive: bool = transaction
