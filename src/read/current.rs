@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::snapshot::window;
-use crate::domain::{DeviceUuid, LocatedAt, RawRetention, Snapshot, Status};
+use crate::domain::{DeviceUuid, RawRetention, Snapshot, Status};
 use crate::store::{ReadingStore, StoreError};
 
 /// What can be said of the current air quality of some devices.
@@ -41,39 +41,25 @@ pub async fn snapshot(
     if devices.is_empty() {
         return Ok(Current::NeverReported);
     }
-    let Some(last_seen) = store.last_seen(devices).await? else {
+    let Some(parts) = store.current(devices, now).await? else {
         return Ok(Current::NeverReported);
     };
-    let (after, until) = window(now, last_seen);
+    let (after, _) = window(now, parts.last_seen);
     if retention
         .earliest(now)
         .is_some_and(|earliest| after < earliest)
     {
-        return Ok(Current::PastRetention { last_seen });
+        return Ok(Current::PastRetention {
+            last_seen: parts.last_seen,
+        });
     }
-    let (aggregate, location) = tokio::try_join!(
-        store.aggregate(devices, after, until),
-        latest_location(store, devices)
-    )?;
-    Ok(aggregate.means().map_or(Current::NeverReported, |means| {
+    Ok(parts.sums.means().map_or(Current::NeverReported, |means| {
         Current::Known(Snapshot {
             means,
-            sample_count: aggregate.count,
-            status: Status::at(now, last_seen),
-            last_seen,
-            location,
+            sample_count: parts.sums.count,
+            status: Status::at(now, parts.last_seen),
+            last_seen: parts.last_seen,
+            location: parts.location,
         })
     }))
-}
-
-/// The position of the latest located sample of any of `devices`.
-async fn latest_location(
-    store: &dyn ReadingStore,
-    devices: &[DeviceUuid],
-) -> Result<Option<LocatedAt>, StoreError> {
-    let located = store.latest_located(devices).await?;
-    Ok(located
-        .into_iter()
-        .map(|(_, latest, _)| latest.position)
-        .max_by_key(|position| position.at))
 }

@@ -23,8 +23,11 @@ use super::ingest::{count_removed, folded_id, removed, LoggedRow, Replaced, Unco
 use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums};
 use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
+use crate::domain::snapshot::window;
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
-use crate::store::{columns, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS};
+use crate::store::{
+    columns, CurrentParts, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS,
+};
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
 /// From this many devices on, [`ReadingStore::latest_located`] reads `device_latest` whole and
@@ -193,6 +196,96 @@ fn merge_view(
     }
 }
 
+/// The sums of the asked devices (`asked`, and as the `rarray` parameter `devices`) over
+/// `(after, until]`, the view's rows merged: from the recent seconds' sums when the range is in
+/// whole seconds, else from the raw readings.
+fn window_sums(
+    connection: &Connection,
+    recent: &RecentSeconds,
+    asked: &[[u8; 16]],
+    devices: &Rc<Vec<Value>>,
+    view: &UnconsumedView,
+    (after, until): (i64, i64),
+) -> Result<Aggregate, StoreError> {
+    let kept = match Seconds::of(after, until) {
+        Some(seconds) => {
+            let marks = (folded_id(connection)?, removed(connection)?);
+            recent.sum(connection, asked, devices, seconds, marks)?
+        }
+        None => None,
+    };
+    let folded = match kept {
+        Some(folded) => folded,
+        None => connection
+            .prepare_cached(&format!(
+                "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
+                 WHERE b.device IN rarray(?1) AND b.at > ?2 AND b.at <= ?3",
+                *SUM_COLUMNS
+            ))?
+            .query_row(params![Rc::clone(devices), after, until], read_aggregate)?,
+    };
+    let mut sums = [folded];
+    merge_view(
+        view,
+        |at| (at > after && at <= until).then_some(0),
+        &mut sums,
+    );
+    Ok(sums[0])
+}
+
+/// A position: time, lat, lon, provider.
+type Position = (i64, f64, f64, String);
+
+/// The latest sample's time of any of `devices` and the latest located sample's position, the
+/// view's rows included, in one pass over their `device_latest` rows; `None` without a sample.
+fn latest_of_all(
+    connection: &Connection,
+    devices: &Rc<Vec<Value>>,
+    view: &UnconsumedView,
+) -> Result<Option<(i64, Option<Position>)>, StoreError> {
+    let mut statement = connection.prepare_cached(
+        "SELECT d.device, d.last_seen, d.located_at, d.lat, d.lon, d.provider \
+         FROM rarray(?1) a CROSS JOIN device_latest d ON d.device = a.value",
+    )?;
+    let mut rows = statement.query([Rc::clone(devices)])?;
+    let mut last_seen: Option<i64> = None;
+    let mut best: Option<Position> = None;
+    while let Some(row) = rows.next()? {
+        let seen: i64 = row.get(1)?;
+        last_seen = Some(last_seen.map_or(seen, |last| last.max(seen)));
+        let Some(at) = row.get::<_, Option<i64>>(2)? else {
+            continue;
+        };
+        if best.as_ref().is_some_and(|best| best.0 >= at) {
+            continue;
+        }
+        let device = read_device(row, 0)?.unwrap_or_default();
+        if view.replaces(device, at) {
+            // Gone with the reading an unconsumed one replaces: its latest located one before.
+            let mut earlier = located_before(connection, device, at)?;
+            while let Some(located) = earlier.as_ref().filter(|l| view.replaces(device, l.0)) {
+                earlier = located_before(connection, device, located.0)?;
+            }
+            if let Some((at, lat, lon, provider, ..)) = earlier {
+                if best.as_ref().is_none_or(|best| at > best.0) {
+                    best = Some((at, lat, lon, provider));
+                }
+            }
+            continue;
+        }
+        best = Some((at, row.get(3)?, row.get(4)?, row.get(5)?));
+    }
+    for row in &view.rows {
+        last_seen = Some(last_seen.map_or(row.at, |last| last.max(row.at)));
+        if let Some((lat, lon, provider)) = &row.location {
+            if best.as_ref().is_none_or(|best| row.at >= best.0) {
+                best = Some((row.at, *lat, *lon, provider.clone()));
+            }
+        }
+    }
+    Ok(last_seen.map(|last_seen| (last_seen, best)))
+}
+
 /// The view's rows and replaced readings per device, for reads that answer device by device.
 struct ViewByDevice<'a> {
     rows: HashMap<[u8; 16], Vec<&'a LoggedRow>>,
@@ -349,30 +442,40 @@ impl ReadingStore for SqliteReadings {
         let recent = self.recent.clone();
         let asked = owned_devices(devices);
         self.with_view(devices, move |connection, devices, view| {
-            let kept = match Seconds::of(after, until) {
-                Some(seconds) => {
-                    let marks = (folded_id(connection)?, removed(connection)?);
-                    recent.sum(connection, &asked, devices, seconds, marks)?
-                }
+            window_sums(connection, &recent, &asked, devices, &view, (after, until))
+        })
+        .await
+    }
+
+    async fn current(
+        &self,
+        devices: &[DeviceUuid],
+        now: DateTime<Utc>,
+    ) -> Result<Option<CurrentParts>, StoreError> {
+        let recent = self.recent.clone();
+        let asked = owned_devices(devices);
+        self.with_view(devices, move |connection, devices, view| {
+            let Some((last_seen, location)) = latest_of_all(connection, devices, &view)? else {
+                return Ok(None);
+            };
+            let last_seen = from_micros(last_seen)?;
+            let (after, until) = window(now, last_seen);
+            let range = (to_micros(after), to_micros(until));
+            let sums = window_sums(connection, &recent, &asked, devices, &view, range)?;
+            let location = match location {
+                Some((at, lat, lon, provider)) => Some(LocatedAt {
+                    lat,
+                    lon,
+                    provider,
+                    at: from_micros(at)?,
+                }),
                 None => None,
             };
-            let folded = match kept {
-                Some(folded) => folded,
-                None => connection
-                    .prepare_cached(&format!(
-                        "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-                         WHERE b.device IN rarray(?1) AND b.at > ?2 AND b.at <= ?3",
-                        *SUM_COLUMNS
-                    ))?
-                    .query_row(params![Rc::clone(devices), after, until], read_aggregate)?,
-            };
-            let mut sums = [folded];
-            merge_view(
-                &view,
-                |at| (at > after && at <= until).then_some(0),
-                &mut sums,
-            );
-            Ok(sums[0])
+            Ok(Some(CurrentParts {
+                last_seen,
+                sums,
+                location,
+            }))
         })
         .await
     }
