@@ -2,6 +2,8 @@
 // `api_questdb_spool` include this list), so a module added to the contract is added to both.
 // The paths are relative to the including `main.rs`, which sits one level below `tests/`.
 
+#[path = "../api/alerts.rs"]
+mod alerts;
 #[path = "../api/auth.rs"]
 mod auth;
 #[path = "../api/batch.rs"]
