@@ -264,7 +264,7 @@ impl Evaluator {
             let every_device = full || fresh.contains(&rule.id);
             for (device, registered) in watched {
                 seen.insert((rule.id, device));
-                let written = changed.contains(&device) || self.deferred.contains(&device);
+                let written = changed.contains(&device);
                 let needs = match rule.condition {
                     Condition::Threshold {
                         window_minutes: 0, ..
@@ -277,7 +277,7 @@ impl Evaluator {
                     Condition::Threshold { window_minutes, .. } => {
                         // Not at every full pass either: those of a fleet would all fall in it.
                         if !fresh.contains(&rule.id) {
-                            if !written && !full {
+                            if !written && !full && !self.deferred.contains(&device) {
                                 continue;
                             }
                             let due = !self.windows.contains_key(&(device, window_minutes))

@@ -334,7 +334,8 @@ impl ReadingStore for SqliteReadings {
         devices: &[DeviceUuid],
     ) -> Result<HashMap<DeviceUuid, (DateTime<Utc>, Aggregate)>, StoreError> {
         self.with_view(devices, |connection, array, view| {
-            let mut latest: HashMap<[u8; 16], i64> = HashMap::new();
+            // Per device: the latest time, and the folded one (`None`: nothing folded yet).
+            let mut latest: HashMap<[u8; 16], (i64, Option<i64>)> = HashMap::new();
             let mut folded = connection.prepare_cached(
                 "SELECT d.device, d.last_seen FROM rarray(?1) a CROSS JOIN device_latest d \
                  ON d.device = a.value",
@@ -344,15 +345,14 @@ impl ReadingStore for SqliteReadings {
             })?;
             for row in rows {
                 if let (Some(device), at) = row? {
-                    latest.insert(device, at);
+                    latest.insert(device, (at, Some(at)));
                 }
             }
-            let folded_latest = latest.clone();
             let by_device = ViewByDevice::of(&view);
             for device in by_device.rows.keys() {
                 if let Some(at) = by_device.latest(device) {
-                    let entry = latest.entry(*device).or_insert(at);
-                    *entry = (*entry).max(at);
+                    let entry = latest.entry(*device).or_insert((at, None));
+                    entry.0 = entry.0.max(at);
                 }
             }
             let mut at_instant = connection.prepare_cached(&format!(
@@ -361,10 +361,10 @@ impl ReadingStore for SqliteReadings {
                 *SUM_COLUMNS
             ))?;
             let mut answer = HashMap::with_capacity(latest.len());
-            for (device, at) in latest {
+            for (device, (at, folded_at)) in latest {
                 // A latest time newer than the folded one (or with none folded) is only in the
                 // view: no query.
-                let mut sums = if folded_latest.get(&device).is_none_or(|folded| *folded < at) {
+                let mut sums = if folded_at.is_none_or(|folded| folded < at) {
                     Aggregate::default()
                 } else {
                     at_instant.query_row(params![device.as_slice(), at], read_aggregate)?
