@@ -175,8 +175,10 @@ fn sqlite_counts(db: &Path, ids: &[[u8; 16]]) -> Result<Vec<u64>, BoxError> {
         |row| row.get(0),
     )?;
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
-    let mut statement =
-        connection.prepare("SELECT device, count(*) FROM readings GROUP BY device")?;
+    let mut statement = connection.prepare(
+        "SELECT n.device, count(*) FROM readings r \
+             JOIN device_numbers n ON n.number = r.device GROUP BY r.device",
+    )?;
     let mut rows = statement.query([])?;
     while let Some(row) = rows.next()? {
         let count: i64 = row.get(1)?;

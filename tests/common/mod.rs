@@ -761,7 +761,10 @@ pub fn stored_sqlite_ids(data_dir: &std::path::Path) -> Vec<u64> {
         .expect("watermark");
     // (id, device, at, keyed) of every stored row.
     let mut stored: Vec<(i64, Vec<u8>, i64, bool)> = db
-        .prepare("SELECT id, device, at, keyed FROM readings")
+        .prepare(
+            "SELECT r.id, n.device, r.at, r.keyed FROM readings r \
+             JOIN device_numbers n ON n.number = r.device",
+        )
         .expect("query")
         .query_map([], |row| {
             Ok((

@@ -14,11 +14,13 @@ use std::sync::LazyLock;
 
 use rusqlite::{params, Connection, Row};
 
+use super::dictionary::device_number;
 use super::ingest::{LoggedRow, SqliteIngestion, UnconsumedView};
+use super::packed_reading::read_body;
 use super::{from_micros, Sqlite};
 use crate::domain::measure::COUNT;
 use crate::domain::{Measure, RawReading};
-use crate::store::{columns, StoreError};
+use crate::store::StoreError;
 
 /// Where a page starts: after this (time, `dedup`) key.
 pub(super) type Cursor = (i64, i64);
@@ -29,14 +31,14 @@ pub(super) fn first_cursor(start: i64) -> Cursor {
     (start, -1)
 }
 
-/// `at, dedup, the values, lat, lon` of folded readings (`b` the device index, `r` the row).
+/// `at, dedup, body` of folded readings (`b` the device index, `r` the row).
 static FOLDED_PAGE: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "SELECT b.at, b.dedup, {}, r.lat, r.lon \
+        "SELECT b.at, b.dedup, r.body \
          FROM readings_by_device b JOIN readings r ON r.id = b.id \
-         WHERE b.device = ?1 AND b.at >= ?2 AND (b.at > ?2 OR b.dedup > ?3) AND b.at < ?4 \
+         WHERE b.device = {} AND b.at >= ?2 AND (b.at > ?2 OR b.dedup > ?3) AND b.at < ?4 \
          ORDER BY b.at, b.dedup LIMIT ?5",
-        columns::each(|name| format!("r.{name}"))
+        device_number("?1")
     )
 });
 
@@ -129,24 +131,14 @@ fn read_page(
 fn read_folded(row: &Row<'_>) -> rusqlite::Result<Result<(Cursor, RawReading), StoreError>> {
     let at: i64 = row.get(0)?;
     let dedup: i64 = row.get(1)?;
-    let mut values = [None; COUNT];
-    for (offset, measure) in Measure::ALL.into_iter().enumerate() {
-        values[measure.index()] = if measure.is_integer() {
-            row.get::<_, Option<i64>>(2 + offset)?
-                .map(|value| value as f64)
-        } else {
-            row.get::<_, Option<f64>>(2 + offset)?
-        };
-    }
-    let lat: Option<f64> = row.get(2 + COUNT)?;
-    let lon: Option<f64> = row.get(3 + COUNT)?;
+    let body = read_body(row, 2, at)?;
     Ok(from_micros(at).map(|time| {
         (
             (at, dedup),
             RawReading {
                 at: time,
-                values,
-                position: lat.zip(lon),
+                values: Measure::ALL.map(|measure| Some(body.values[measure])),
+                position: body.location.map(|(lat, lon, _)| (lat, lon)),
             },
         )
     }))

@@ -17,8 +17,11 @@
 
 mod alert_store;
 mod device_store;
+mod dictionary;
 mod export_pages;
 mod ingest;
+mod located;
+mod packed_reading;
 mod packed_sums;
 mod raw_pruner;
 mod reading_store;
@@ -49,6 +52,7 @@ pub use source::{ReadingCounts, SqliteSource};
 const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/001_schema.sql"),
     include_str!("../../../schema/sqlite/002_alerts.sql"),
+    include_str!("../../../schema/sqlite/003_compact_readings.sql"),
 ];
 
 /// Readers kept open for reuse; more may exist briefly under load.
@@ -268,6 +272,7 @@ fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError
     connection.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     rusqlite::vtab::array::load_module(&connection)?;
     packed_sums::register(&connection)?;
+    packed_reading::register(&connection)?;
     Ok(connection)
 }
 
@@ -299,37 +304,4 @@ pub(crate) fn read_device(
     index: usize,
 ) -> rusqlite::Result<Option<[u8; 16]>> {
     Ok(<[u8; 16]>::try_from(row.get_ref(index)?.as_blob()?).ok())
-}
-
-/// Binds `values` to the placeholders from `first` on, integers as integers.
-pub(crate) fn bind_values(
-    statement: &mut rusqlite::CachedStatement<'_>,
-    first: usize,
-    values: &crate::domain::Measurements,
-) -> rusqlite::Result<()> {
-    for (offset, (measure, value)) in values.iter().enumerate() {
-        if measure.is_integer() {
-            // Integral values (and sums of them) are exact in an f64.
-            statement.raw_bind_parameter(first + offset, value as i64)?;
-        } else {
-            statement.raw_bind_parameter(first + offset, value)?;
-        }
-    }
-    Ok(())
-}
-
-/// The values in the columns from `first` on, in [`crate::domain::Measure::ALL`] order.
-pub(crate) fn read_values(
-    row: &rusqlite::Row<'_>,
-    first: usize,
-) -> rusqlite::Result<crate::domain::Measurements> {
-    let mut values = crate::domain::Measurements::default();
-    for (offset, measure) in crate::domain::Measure::ALL.into_iter().enumerate() {
-        values[measure] = if measure.is_integer() {
-            row.get::<_, Option<i64>>(first + offset)?.unwrap_or(0) as f64
-        } else {
-            row.get::<_, Option<f64>>(first + offset)?.unwrap_or(0.0)
-        };
-    }
-    Ok(values)
 }

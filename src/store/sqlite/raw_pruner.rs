@@ -51,11 +51,11 @@ fn chunk(
 ) -> Result<usize, StoreError> {
     let transaction = connection.transaction()?;
     let limit = i64::try_from(rows).unwrap_or(i64::MAX);
-    let devices: Vec<Vec<u8>> = transaction
-        .prepare_cached("SELECT device FROM device_latest")?
+    let devices: Vec<i64> = transaction
+        .prepare_cached("SELECT number FROM device_numbers")?
         .query_map([], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
-    let mut doomed: Vec<(Vec<u8>, i64, i64, i64)> = Vec::new();
+    let mut doomed: Vec<(i64, i64, i64, i64)> = Vec::new();
     {
         let mut old = transaction.prepare_cached(
             "SELECT at, dedup, id FROM readings_by_device WHERE device = ?1 AND at < ?2 \
@@ -74,7 +74,7 @@ fn chunk(
             doomed.extend(
                 found
                     .into_iter()
-                    .map(|(at, dedup, id)| (device.clone(), at, dedup, id)),
+                    .map(|(at, dedup, id)| (device, at, dedup, id)),
             );
         }
     }

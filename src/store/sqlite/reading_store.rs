@@ -18,15 +18,17 @@ use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
+use super::dictionary::device_number;
 use super::export_pages;
 use super::ingest::{count_removed, folded_id, removed, LoggedRow, Replaced, UnconsumedView};
+use super::located::{located_before, Located};
 use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums};
-use super::{device_bytes, from_micros, read_device, read_values, to_micros, Sqlite};
+use super::{device_bytes, from_micros, packed_sums, read_device, to_micros, Sqlite};
 use crate::domain::snapshot::window;
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
 use crate::store::{
-    columns, CurrentParts, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS,
+    CurrentParts, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS,
 };
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
@@ -49,26 +51,6 @@ fn device_array(devices: &[[u8; 16]]) -> Rc<Vec<Value>> {
 
 fn owned_devices(devices: &[DeviceUuid]) -> Vec<[u8; 16]> {
     devices.iter().copied().map(device_bytes).collect()
-}
-
-/// A located sample: time, lat, lon, provider, aqi, pm2.5, temperature.
-type Located = (i64, f64, f64, String, i64, f64, f64);
-
-/// A device's latest located folded sample before `at`.
-fn located_before(
-    connection: &Connection,
-    device: [u8; 16],
-    at: i64,
-) -> Result<Option<Located>, StoreError> {
-    Ok(connection
-        .prepare_cached(
-            "SELECT b.at, r.lat, r.lon, r.location_provider, r.aqi, r.pm2_5, r.temperature \
-             FROM readings_by_device b JOIN readings r ON r.id = b.id \
-             WHERE b.device = ?1 AND b.at < ?2 AND r.lat IS NOT NULL \
-             ORDER BY b.at DESC LIMIT 1",
-        )?
-        .query_row(params![device.as_slice(), at], |row| read_located(row, 0))
-        .optional()?)
 }
 
 /// The located sample in the seven columns of `row` from `first` on.
@@ -161,18 +143,14 @@ fn rows_about(devices: usize, plan: &BucketPlan) -> usize {
 const SPLIT_ROWS: usize = 2_000;
 
 /// `count, one sum per value` over folded raw readings (`r`).
-static SUM_COLUMNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "count(*), {}",
-        columns::each(|name| format!("coalesce(sum(r.{name}), 0)"))
-    )
-});
+static SUM_COLUMNS: LazyLock<String> =
+    LazyLock::new(|| format!("count(*), {}(r.body)", super::packed_reading::SUMS));
 
-/// An [`Aggregate`] from a row of `count, one sum per value`.
+/// An [`Aggregate`] from a row of `count, packed sums`.
 fn read_aggregate(row: &Row<'_>) -> rusqlite::Result<Aggregate> {
     Ok(Aggregate {
         count: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
-        sums: read_values(row, 1)?,
+        sums: packed_sums::read(row, 1)?,
     })
 }
 
@@ -219,7 +197,8 @@ fn window_sums(
         None => connection
             .prepare_cached(&format!(
                 "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-                 WHERE b.device IN rarray(?1) AND b.at > ?2 AND b.at <= ?3",
+                 WHERE b.device IN (SELECT number FROM device_numbers WHERE device IN rarray(?1)) \
+                 AND b.at > ?2 AND b.at <= ?3",
                 *SUM_COLUMNS
             ))?
             .query_row(params![Rc::clone(devices), after, until], read_aggregate)?,
@@ -357,8 +336,9 @@ impl ReadingStore for SqliteReadings {
             }
             let mut at_instant = connection.prepare_cached(&format!(
                 "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-                 WHERE b.device = ?1 AND b.at = ?2",
-                *SUM_COLUMNS
+                 WHERE b.device = {} AND b.at = ?2",
+                *SUM_COLUMNS,
+                device_number("?1")
             ))?;
             let mut answer = HashMap::with_capacity(latest.len());
             for (device, (at, folded_at)) in latest {
@@ -402,8 +382,9 @@ impl ReadingStore for SqliteReadings {
             let by_device = ViewByDevice::of(&view);
             let mut range = connection.prepare_cached(&format!(
                 "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-                 WHERE b.device = ?1 AND b.at > ?2 AND b.at <= ?3",
-                *SUM_COLUMNS
+                 WHERE b.device = {} AND b.at > ?2 AND b.at <= ?3",
+                *SUM_COLUMNS,
+                device_number("?1")
             ))?;
             asked
                 .into_iter()
@@ -622,8 +603,10 @@ impl ReadingStore for SqliteReadings {
                 let watermark = folded_id(connection)?;
                 let mut devices: HashSet<[u8; 16]> = HashSet::new();
                 if let Some(WriteMark(since)) = since {
-                    let mut statement = connection
-                        .prepare_cached("SELECT DISTINCT device FROM readings WHERE id > ?1")?;
+                    let mut statement = connection.prepare_cached(
+                        "SELECT n.device FROM device_numbers n WHERE n.number IN \
+                         (SELECT DISTINCT device FROM readings WHERE id > ?1)",
+                    )?;
                     let folded = statement.query_map([since], |row| read_device(row, 0))?;
                     for device in folded {
                         devices.extend(device?);
@@ -654,12 +637,19 @@ impl ReadingStore for SqliteReadings {
                     transaction
                         .prepare_cached(
                             "DELETE FROM readings WHERE id IN \
-                             (SELECT id FROM readings_by_device WHERE device = ?1)",
+                             (SELECT id FROM readings_by_device WHERE device = \
+                              (SELECT number FROM device_numbers WHERE device = ?1))",
+                        )?
+                        .execute([device.as_slice()])?;
+                    transaction
+                        .prepare_cached(
+                            "DELETE FROM readings_by_device WHERE device = \
+                             (SELECT number FROM device_numbers WHERE device = ?1)",
                         )?
                         .execute([device.as_slice()])?;
                     count_removed(&transaction, 1)?;
                     for table in [
-                        "readings_by_device",
+                        "device_numbers",
                         "rollups_15m",
                         "rollups_1d",
                         "rollups_hour_of_day",

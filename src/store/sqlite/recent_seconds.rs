@@ -25,16 +25,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::rc::Rc;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use moka::sync::Cache;
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
-use super::read_values;
+use super::packed_reading::read_values;
 use crate::domain::Aggregate;
-use crate::store::{columns, StoreError};
+use crate::store::StoreError;
 
 /// Seconds kept over all device sets, about 100 bytes each: an owner's busy hour is 3,600.
 const MAX_SECONDS: u64 = 400_000;
@@ -105,9 +105,6 @@ impl Default for RecentSeconds {
     }
 }
 
-/// One column per value of a raw row `r`.
-static ROW_COLUMNS: LazyLock<String> = LazyLock::new(|| columns::each(|name| format!("r.{name}")));
-
 impl RecentSeconds {
     /// The sums of the folded readings of `devices` in `seconds`, as of `connection`'s read
     /// transaction (whose watermark is `folded` and `removed` counter `removed`), or `None` when
@@ -174,11 +171,11 @@ impl Sums {
             seconds: BTreeMap::new(),
             rows: 0,
         };
-        let mut statement = connection.prepare_cached(&format!(
-            "SELECT b.at, {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-             WHERE b.device IN rarray(?1) AND b.at >= ?2",
-            *ROW_COLUMNS
-        ))?;
+        let mut statement = connection.prepare_cached(
+            "SELECT b.at, r.body FROM readings_by_device b JOIN readings r ON r.id = b.id \
+             WHERE b.device IN (SELECT number FROM device_numbers WHERE device IN rarray(?1)) \
+             AND b.at >= ?2",
+        )?;
         let mut rows = statement.query(params![Rc::clone(array), from.saturating_mul(MICROS)])?;
         while let Some(row) = rows.next()? {
             sums.add(row.get(0)?, Aggregate::of(&read_values(row, 1)?));
@@ -191,10 +188,10 @@ impl Sums {
         if folded == self.folded {
             return Ok(());
         }
-        let mut statement = connection.prepare_cached(&format!(
-            "SELECT r.device, r.at, {} FROM readings r WHERE r.id > ?1 AND r.id <= ?2",
-            *ROW_COLUMNS
-        ))?;
+        let mut statement = connection.prepare_cached(
+            "SELECT n.device, r.at, r.body FROM readings r \
+             JOIN device_numbers n ON n.number = r.device WHERE r.id > ?1 AND r.id <= ?2",
+        )?;
         let mut rows = statement.query(params![self.folded, folded])?;
         while let Some(row) = rows.next()? {
             let device: [u8; 16] = row.get(0)?;

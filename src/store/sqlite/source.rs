@@ -7,7 +7,7 @@
 //! every stored reading once (a keyed reading replaced by a later one is gone, as for every
 //! read) and nothing changes it while the lock is held.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +16,10 @@ use rusqlite::Row;
 use uuid::Uuid;
 
 use super::device_store::DeviceRow;
-use super::ingest::{FoldConfig, SqliteReadingSink, RAW_COLUMNS};
-use super::{from_micros, read_device, read_values, Sqlite};
+use super::dictionary::provider_names;
+use super::ingest::{FoldConfig, SqliteReadingSink};
+use super::packed_reading::read_body;
+use super::{from_micros, read_device, Sqlite};
 use crate::domain::{Device, DeviceUuid, KeyHash, Location, Reading, ReadingId, StoredReading};
 use crate::store::device_record::COLUMNS;
 use crate::store::StoreError;
@@ -99,15 +101,15 @@ impl SqliteSource {
     ) -> Result<Vec<StoredReading>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.db
-            .read(move |connection| {
+            .read_snapshot(move |connection| {
                 let mut statement = connection.prepare_cached(&format!(
-                    "SELECT {} FROM readings WHERE id > ?1 ORDER BY id LIMIT ?2",
-                    *RAW_COLUMNS
+                    "SELECT {RAW_COLUMNS} WHERE r.id > ?1 ORDER BY r.id LIMIT ?2"
                 ))?;
+                let providers = provider_names(connection)?;
                 let mut rows = statement.query([after, limit])?;
                 let mut readings = Vec::new();
                 while let Some(row) = rows.next()? {
-                    readings.push(read_stored(row)?);
+                    readings.push(read_stored(row, &providers)?);
                 }
                 Ok(readings)
             })
@@ -132,7 +134,8 @@ impl SqliteSource {
             .read_snapshot(|connection| {
                 let mut counts = ReadingCounts::default();
                 let mut statement = connection.prepare_cached(
-                    "SELECT device, count(*), max(id) FROM readings GROUP BY device",
+                    "SELECT n.device, count(*), max(r.id) FROM readings r \
+                     JOIN device_numbers n ON n.number = r.device GROUP BY r.device",
                 )?;
                 let mut rows = statement.query([])?;
                 while let Some(row) = rows.next()? {
@@ -150,8 +153,15 @@ impl SqliteSource {
     }
 }
 
+/// `id, device, at, keyed, body` of raw rows, the device's 16 bytes included.
+const RAW_COLUMNS: &str = "r.id, n.device, r.at, r.keyed, r.body \
+                           FROM readings r JOIN device_numbers n ON n.number = r.device";
+
 /// A row over [`RAW_COLUMNS`] as the reading it stores: a keyed row's time is its `measured_at`.
-fn read_stored(row: &Row<'_>) -> Result<StoredReading, StoreError> {
+fn read_stored(
+    row: &Row<'_>,
+    providers: &HashMap<i64, String>,
+) -> Result<StoredReading, StoreError> {
     let id: i64 = row.get(0)?;
     let id = u64::try_from(id)
         .ok()
@@ -159,25 +169,32 @@ fn read_stored(row: &Row<'_>) -> Result<StoredReading, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("receipt id {id}")))?;
     let device = read_device(row, 1)?
         .ok_or_else(|| StoreError::Corrupt(format!("the device of reading {}", id.get())))?;
-    let at = from_micros(row.get(2)?)?;
-    let keyed = row.get::<_, i64>(4)? != 0;
-    let next = 5 + crate::domain::measure::COUNT;
-    let location = match (
-        row.get::<_, Option<f64>>(next + 2)?,
-        row.get::<_, Option<f64>>(next + 3)?,
-        row.get::<_, Option<String>>(next + 4)?,
-    ) {
-        (Some(lat), Some(lon), Some(provider)) => Some(Location { lat, lon, provider }),
-        _ => None,
+    let micros: i64 = row.get(2)?;
+    let at = from_micros(micros)?;
+    let keyed = row.get::<_, i64>(3)? != 0;
+    let body = read_body(row, 4, micros)?;
+    let name = |number: i64| {
+        providers
+            .get(&number)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt(format!("provider {number} has no name")))
+    };
+    let location = match body.location {
+        Some((lat, lon, provider)) => Some(Location {
+            lat,
+            lon,
+            provider: name(provider)?,
+        }),
+        None => None,
     };
     Ok(StoredReading {
         id,
         device: DeviceUuid::from_uuid(Uuid::from_bytes(device)),
         at,
         reading: Reading {
-            values: read_values(row, 5)?,
-            pms_provider: row.get(next)?,
-            temperature_provider: row.get(next + 1)?,
+            values: body.values,
+            pms_provider: name(body.providers.0)?,
+            temperature_provider: name(body.providers.1)?,
             location,
             measured_at: keyed.then_some(at),
         },
@@ -187,6 +204,7 @@ fn read_stored(row: &Row<'_>) -> Result<StoredReading, StoreError> {
 #[cfg(test)]
 mod tests {
     use chrono::{DateTime, TimeZone as _, Utc};
+    use rusqlite::Connection;
 
     use super::*;
     use crate::domain::{DeviceFlags, DeviceId, DeviceName, Measure, Measurements, OwnerId};
@@ -294,6 +312,86 @@ mod tests {
         assert_eq!(counts.total(), 4);
         assert_eq!(counts.per_device.get(&device), Some(&2));
         assert_eq!(source.count_after(3).await.ok(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn readings_of_the_first_format_read_back_the_same_after_the_upgrade() {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+        let device = DeviceUuid::generate();
+        let other = DeviceUuid::generate();
+        let mut odd = stored(3, other, 12, false);
+        odd.reading.values[Measure::Temperature] = 1.0 / 3.0;
+        let readings = vec![
+            stored(1, device, 10, true),
+            stored(2, device, 11, false),
+            odd,
+        ];
+        {
+            let mut old = Connection::open(dir.path().join(Sqlite::FILE))
+                .unwrap_or_else(|error| panic!("{error}"));
+            super::super::migrate(&mut old, &super::super::SCHEMA[..2])
+                .unwrap_or_else(|error| panic!("{error}"));
+            for stored in &readings {
+                let reading = &stored.reading;
+                let location = reading.location.as_ref();
+                let values = |measure: Measure| reading.values[measure];
+                let (id, device, at) = (
+                    stored.id.get() as i64,
+                    stored.device.as_uuid().as_bytes().to_vec(),
+                    stored.at.timestamp_micros(),
+                );
+                old.execute(
+                    "INSERT INTO readings (id, device, at, received_at, aqi, pm1_0, pm2_5, \
+                     pm10_0, temperature, heat_index, humidity, pms_provider, \
+                     temperature_provider, lat, lon, location_provider, keyed) \
+                     VALUES (?1, ?2, ?3, ?3 + 5, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+                     ?14, ?15, ?16)",
+                    rusqlite::params![
+                        id,
+                        device,
+                        at,
+                        values(Measure::Aqi) as i64,
+                        values(Measure::Pm1_0),
+                        values(Measure::Pm2_5),
+                        values(Measure::Pm10_0),
+                        values(Measure::Temperature),
+                        values(Measure::HeatIndex),
+                        values(Measure::Humidity),
+                        reading.pms_provider,
+                        reading.temperature_provider,
+                        location.map(|l| l.lat),
+                        location.map(|l| l.lon),
+                        location.map(|l| l.provider.clone()),
+                        reading.measured_at.is_some(),
+                    ],
+                )
+                .unwrap_or_else(|error| panic!("{error}"));
+                let dedup = if reading.measured_at.is_some() { 0 } else { id };
+                old.execute(
+                    "INSERT INTO readings_by_device (device, at, dedup, id) VALUES (?1, ?2, ?3, ?4)",
+                    rusqlite::params![device, at, dedup, id],
+                )
+                .unwrap_or_else(|error| panic!("{error}"));
+            }
+            old.execute(
+                "UPDATE counters SET value = 3 WHERE name = 'folded_id'",
+                [],
+            )
+            .unwrap_or_else(|error| panic!("{error}"));
+        }
+        let source = SqliteSource::open(dir.path(), BUSY, crate::store::ingest_log::SEGMENT_BYTES)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let upgraded = source
+            .readings_after(0, 10)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(upgraded, readings);
+        let counts = source
+            .reading_counts()
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(counts.per_device.get(&device), Some(&2));
+        assert_eq!(counts.per_device.get(&other), Some(&1));
     }
 
     const BUSY: Duration = Duration::from_secs(5);

@@ -25,8 +25,11 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{count_removed, folded_id, LoggedRow, SqliteIngestion, FOLDED_ID};
 use crate::domain::Measure;
+use crate::store::sqlite::dictionary::Numbering;
+use crate::store::sqlite::located::located_before;
+use crate::store::sqlite::packed_reading::read_body;
 use crate::store::sqlite::rollup::{self, Deltas};
-use crate::store::sqlite::{from_micros, read_values, Sqlite};
+use crate::store::sqlite::{from_micros, Sqlite};
 use crate::store::StoreError;
 
 /// Most rows folded in one transaction (the writer connection is held that long). A commit
@@ -227,24 +230,31 @@ fn fold_chunk(
     // deleted below like folded ones.
     let mut rows = rows;
     rows.sort_unstable_by_key(|row| row.id);
-    let mut insert = transaction.prepare_cached(&format!(
-        "INSERT INTO main.readings ({}) VALUES ({})",
-        *super::RAW_COLUMNS,
-        crate::store::columns::placeholders(1, 5 + crate::domain::measure::COUNT + 5)
-    ))?;
+    let mut numbering = Numbering::default();
+    let mut insert = transaction.prepare_cached(
+        "INSERT INTO main.readings (id, device, at, keyed, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    let mut body = Vec::with_capacity(64);
     for row in &rows {
-        row.bind(&mut insert)?;
-        insert.raw_execute()?;
+        body.clear();
+        row.body(&transaction, &mut numbering)?
+            .pack_into(row.at, &mut body);
+        insert.execute(params![
+            row.id,
+            numbering.device(&transaction, row.device)?,
+            row.at,
+            row.keyed,
+            body.as_slice()
+        ])?;
     }
     drop(insert);
     // In key order, consecutive index writes land on the same or neighbouring pages. Rows of one
     // key keep their id order, so a later keyed row still replaces an earlier one.
     rows.sort_unstable_by_key(|row| (row.device, row.at, row.id));
-    let mut find_key = transaction.prepare_cached(&format!(
-        "SELECT b.id, {}, r.lat IS NOT NULL FROM readings_by_device b JOIN readings r ON r.id = b.id \
+    let mut find_key = transaction.prepare_cached(
+        "SELECT b.id, r.body FROM readings_by_device b JOIN readings r ON r.id = b.id \
          WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
-        crate::store::columns::each(|name| format!("r.{name}"))
-    ))?;
+    )?;
     let mut index = transaction.prepare_cached(
         "INSERT INTO readings_by_device (device, at, dedup, id) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT (device, at, dedup) DO UPDATE SET id = excluded.id",
@@ -275,13 +285,15 @@ fn fold_chunk(
         let may_replace = row.keyed
             && (replaces_in_chunk
                 || row.at <= latest_folded(&mut folded_latest, &mut asked, row.device)?);
+        let number = numbering.device(&transaction, row.device)?;
         if may_replace {
             let replaced = find_key
-                .query_row(params![row.device.as_slice(), row.at], |found| {
+                .query_row(params![number, row.at], |found| {
+                    let body = read_body(found, 1, row.at)?;
                     Ok(Replaced {
                         id: found.get(0)?,
-                        values: read_values(found, 1)?,
-                        located: found.get(1 + Measure::ALL.len())?,
+                        values: body.values,
+                        located: body.location.is_some(),
                     })
                 })
                 .optional()?;
@@ -298,7 +310,7 @@ fn fold_chunk(
             }
         }
         let dedup = if row.keyed { 0 } else { row.id };
-        index.execute(params![row.device.as_slice(), row.at, dedup, row.id])?;
+        index.execute(params![number, row.at, dedup, row.id])?;
         deltas.record(row.device, at, &row.values, 1);
         let seen = last_seen.entry(row.device).or_insert(row.at);
         *seen = (*seen).max(row.at);
@@ -422,24 +434,7 @@ fn advance_latest(
 
 /// Recomputes a device's latest located sample after a replacement took a location away.
 fn relocate_latest(connection: &Connection, device: [u8; 16]) -> Result<(), StoreError> {
-    let latest = connection
-        .prepare_cached(
-            "SELECT b.at, r.lat, r.lon, r.location_provider, r.aqi, r.pm2_5, r.temperature \
-             FROM readings_by_device b JOIN readings r ON r.id = b.id \
-             WHERE b.device = ?1 AND r.lat IS NOT NULL ORDER BY b.at DESC LIMIT 1",
-        )?
-        .query_row([device.as_slice()], |row| {
-            Ok((
-                row.get::<_, i64>(0)?,
-                row.get::<_, f64>(1)?,
-                row.get::<_, f64>(2)?,
-                row.get::<_, String>(3)?,
-                row.get::<_, i64>(4)?,
-                row.get::<_, f64>(5)?,
-                row.get::<_, f64>(6)?,
-            ))
-        })
-        .optional()?;
+    let latest = located_before(connection, device, i64::MAX)?;
     let mut update = connection.prepare_cached(
         "UPDATE device_latest SET located_at = ?2, lat = ?3, lon = ?4, provider = ?5, aqi = ?6, \
          pm2_5 = ?7, temperature = ?8 WHERE device = ?1",

@@ -33,14 +33,14 @@ mod append;
 mod fold;
 mod view;
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use rusqlite::params;
 
+use super::dictionary::Numbering;
+use super::packed_reading::Body;
 use super::{device_bytes, to_micros};
-use crate::domain::measure::COUNT;
 use crate::domain::{Measurements, StoredReading};
-use crate::store::columns;
 use crate::store::ingest_log::{Ingestion, UnconsumedRow};
 
 pub use append::SqliteReadingSink;
@@ -62,15 +62,6 @@ const FOLDED_ID: &str = "folded_id";
 /// device deleted): sums kept of folded readings (`recent_seconds.rs`) are good while it stands.
 /// Missing until the first such deletion, read as 0; older binaries ignore it.
 const REMOVED: &str = "removed";
-
-/// The raw columns of `readings`, in the order [`LoggedRow::bind`] binds them.
-pub(super) static RAW_COLUMNS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "id, device, at, received_at, keyed, {}, pms_provider, temperature_provider, lat, lon, \
-         location_provider",
-        columns::each(str::to_owned)
-    )
-});
 
 /// A raw row of `readings`, as the fold and the reads' view of unconsumed rows see it.
 #[derive(Debug, Clone)]
@@ -113,22 +104,27 @@ impl Providers {
 }
 
 impl LoggedRow {
-    /// Binds the row to a statement over [`RAW_COLUMNS`].
-    fn bind(&self, statement: &mut rusqlite::CachedStatement<'_>) -> rusqlite::Result<()> {
-        let location = self.location.as_ref();
-        statement.raw_bind_parameter(1, self.id)?;
-        statement.raw_bind_parameter(2, self.device.as_slice())?;
-        statement.raw_bind_parameter(3, self.at)?;
-        statement.raw_bind_parameter(4, self.received_at)?;
-        statement.raw_bind_parameter(5, i64::from(self.keyed))?;
-        super::bind_values(statement, 6, &self.values)?;
-        let next = 6 + COUNT;
-        statement.raw_bind_parameter(next, self.providers.0.as_str())?;
-        statement.raw_bind_parameter(next + 1, self.providers.1.as_str())?;
-        statement.raw_bind_parameter(next + 2, location.map(|l| l.0))?;
-        statement.raw_bind_parameter(next + 3, location.map(|l| l.1))?;
-        statement.raw_bind_parameter(next + 4, location.map(|l| l.2.as_str()))?;
-        Ok(())
+    /// The row's body, its sensor models and location provider numbered by `numbering`.
+    fn body(
+        &self,
+        connection: &rusqlite::Connection,
+        numbering: &mut Numbering,
+    ) -> Result<Body, crate::store::StoreError> {
+        let location = match &self.location {
+            Some((lat, lon, provider)) => {
+                Some((*lat, *lon, numbering.provider(connection, provider)?))
+            }
+            None => None,
+        };
+        Ok(Body {
+            received_at: self.received_at,
+            values: self.values,
+            providers: (
+                numbering.provider(connection, &self.providers.0)?,
+                numbering.provider(connection, &self.providers.1)?,
+            ),
+            location,
+        })
     }
 }
 

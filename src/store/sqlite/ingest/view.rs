@@ -14,8 +14,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{folded_id, LoggedRow, SqliteIngestion};
 use crate::domain::Measurements;
-use crate::store::columns;
-use crate::store::sqlite::read_values;
+use crate::store::sqlite::dictionary::device_number;
+use crate::store::sqlite::packed_reading::read_values;
 use crate::store::StoreError;
 
 /// A folded reading that an unconsumed one replaces.
@@ -56,9 +56,9 @@ impl UnconsumedView {
             .map(|row| (row.device, row.at))
             .collect();
         let mut find = connection.prepare_cached(&format!(
-            "SELECT {} FROM readings_by_device b JOIN readings r ON r.id = b.id \
-             WHERE b.device = ?1 AND b.at = ?2 AND b.dedup = 0",
-            columns::each(|name| format!("r.{name}"))
+            "SELECT r.body FROM readings_by_device b JOIN readings r ON r.id = b.id \
+             WHERE b.device = {} AND b.at = ?2 AND b.dedup = 0",
+            device_number("?1")
         ))?;
         let mut replaced = Vec::new();
         for (device, at) in keys {
