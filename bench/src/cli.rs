@@ -354,6 +354,10 @@ pub struct SeedArgs {
     /// How stored readings are counted afterwards.
     #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
     pub verify: VerifyMode,
+    /// Save the seeded devices to this fleet file, so that `reads --upload-owner <owner>
+    /// --upload-fleet FILE` uploads from the very devices whose history it reads.
+    #[arg(long, value_name = "FILE")]
+    pub fleet: Option<PathBuf>,
 }
 
 /// The representation an export asks for.

@@ -64,6 +64,9 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
     )
     .await?;
     let fleet = &obtained.fleet;
+    if let Some(path) = &args.fleet {
+        fleet.save(path)?;
+    }
     let counter = Counter::resolve(args.verify, &args.target.data_dir, &token)?;
     let counter = match counter {
         // The API counts only the last hour: useless for a year of history.

@@ -30,6 +30,8 @@ mod devices;
 mod errors;
 #[path = "../api/export.rs"]
 mod export;
+#[path = "../api/fleet_reads.rs"]
+mod fleet_reads;
 #[path = "../api/historical.rs"]
 mod historical;
 #[path = "../api/map_clusters.rs"]
@@ -44,6 +46,8 @@ mod metrics;
 mod openapi;
 #[path = "../api/paging.rs"]
 mod paging;
+#[path = "../api/pooled_rollups.rs"]
+mod pooled_rollups;
 #[path = "../api/privacy.rs"]
 mod privacy;
 #[path = "../api/properties.rs"]

@@ -18,6 +18,8 @@ mod devices;
 mod errors;
 #[path = "../api/export.rs"]
 mod export;
+#[path = "../api/fleet_reads.rs"]
+mod fleet_reads;
 #[path = "../api/historical.rs"]
 mod historical;
 #[path = "../api/map_formats.rs"]

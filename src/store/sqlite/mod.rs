@@ -23,6 +23,7 @@ mod ingest;
 mod located;
 mod packed_reading;
 mod packed_sums;
+mod pooled;
 mod raw_pruner;
 mod reading_store;
 mod recent_seconds;
@@ -53,6 +54,7 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/001_schema.sql"),
     include_str!("../../../schema/sqlite/002_alerts.sql"),
     include_str!("../../../schema/sqlite/003_compact_readings.sql"),
+    include_str!("../../../schema/sqlite/004_pooled_rollups.sql"),
 ];
 
 /// Readers kept open for reuse; more may exist briefly under load.

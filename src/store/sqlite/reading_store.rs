@@ -22,8 +22,9 @@ use super::dictionary::device_number;
 use super::export_pages;
 use super::ingest::{count_removed, folded_id, removed, LoggedRow, Replaced, UnconsumedView};
 use super::located::{located_before, Located};
+use super::pooled::{self, POOL_FROM};
 use super::recent_seconds::{RecentSeconds, Seconds};
-use super::rollup::{hours_through, plan_reads, SlotSums};
+use super::rollup::{hours_through, plan_reads, SlotSums, Source};
 use super::{device_bytes, from_micros, packed_sums, read_device, to_micros, Sqlite};
 use crate::domain::snapshot::window;
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
@@ -101,18 +102,27 @@ impl SqliteReadings {
             .await
     }
 
-    /// The sums of `plan`'s buckets over `devices`, in one read transaction.
+    /// The sums of `plan`'s buckets over `devices`, in one read transaction: from the pooled set
+    /// named `pooled` when it is made (else `None`), or from the devices' own rollups.
     async fn bucket_sums(
         &self,
         devices: &[DeviceUuid],
         plan: &BucketPlan,
-    ) -> Result<Vec<Aggregate>, StoreError> {
+        pooled: Option<[u8; 32]>,
+    ) -> Result<Option<Vec<Aggregate>>, StoreError> {
         let buckets: Vec<_> = plan.buckets.iter().map(|b| (b.start, b.end)).collect();
         let starts: Vec<i64> = plan.buckets.iter().map(|b| to_micros(b.start)).collect();
         let end = plan.buckets.last().map_or(i64::MIN, |b| to_micros(b.end));
         self.with_view(devices, move |connection, devices, view| {
+            let source = match pooled {
+                Some(key) => match pooled::find(connection, &key)? {
+                    Some(set) => Source::Pooled(set),
+                    None => return Ok(None),
+                },
+                None => Source::Devices(devices),
+            };
             let (covers, read) = plan_reads(buckets.iter().copied(), hours_through(connection)?);
-            let slots = SlotSums::read(connection, devices, &read)?;
+            let slots = SlotSums::read(connection, &source, &read)?;
             let mut sums: Vec<Aggregate> = covers.iter().map(|pieces| slots.sum(pieces)).collect();
             let bucket_of = |at: i64| {
                 (at < end)
@@ -120,9 +130,36 @@ impl SqliteReadings {
                     .flatten()
             };
             merge_view(&view, bucket_of, &mut sums);
-            Ok(sums)
+            Ok(Some(sums))
         })
         .await
+    }
+
+    /// The sums of `plan`'s buckets over the pooled set of `devices`, made first if it is not.
+    async fn pooled_bucket_sums(
+        &self,
+        devices: &[DeviceUuid],
+        plan: &BucketPlan,
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let owned = owned_devices(devices);
+        let key = pooled::key_of(&owned);
+        // Made, or dropped meanwhile by a deletion or for a newer set: make it (again).
+        for _ in 0..2 {
+            if let Some(sums) = self.bucket_sums(devices, plan, Some(key)).await? {
+                return Ok(sums);
+            }
+            let owned = owned.clone();
+            let now = Utc::now().timestamp_micros();
+            self.db
+                .write(move |connection| {
+                    pooled::build(connection, &key, &device_array(&owned), now)
+                })
+                .await?;
+        }
+        // Dropped again at once (sets made faster than reads take them): the devices' rollups.
+        self.bucket_sums(devices, plan, None)
+            .await
+            .map(Option::unwrap_or_default)
     }
 }
 
@@ -466,14 +503,22 @@ impl ReadingStore for SqliteReadings {
         devices: &[DeviceUuid],
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
+        if devices.len() >= POOL_FROM {
+            return self.pooled_bucket_sums(devices, plan).await;
+        }
         if devices.len() < 2 || rows_about(devices.len(), plan) < SPLIT_ROWS {
-            return self.bucket_sums(devices, plan).await;
+            return self
+                .bucket_sums(devices, plan, None)
+                .await
+                .map(Option::unwrap_or_default);
         }
         let (first, second) = devices.split_at(devices.len() / 2);
-        let (mut sums, second) = tokio::try_join!(
-            self.bucket_sums(first, plan),
-            self.bucket_sums(second, plan)
+        let (sums, second) = tokio::try_join!(
+            self.bucket_sums(first, plan, None),
+            self.bucket_sums(second, plan, None)
         )?;
+        let mut sums = sums.unwrap_or_default();
+        let second = second.unwrap_or_default();
         for (sum, other) in sums.iter_mut().zip(second) {
             *sum += other;
         }
@@ -648,6 +693,7 @@ impl ReadingStore for SqliteReadings {
                         )?
                         .execute([device.as_slice()])?;
                     count_removed(&transaction, 1)?;
+                    pooled::forget(&transaction, &device)?;
                     for table in [
                         "device_numbers",
                         "rollups_15m",

@@ -17,7 +17,7 @@
 //! resolution, adding what it folds and subtracting what a replacing reading took the place of.
 //! A row holds its sample count and its sums, the latter packed into one BLOB ([`packed_sums`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::LazyLock;
 
@@ -52,6 +52,15 @@ impl Rollup {
             Self::Quarter => "rollups_15m",
             Self::Day => "rollups_1d",
             Self::HourOfDay => "rollups_hour_of_day",
+        }
+    }
+
+    /// The table of the same sums pooled over a set of devices (src/store/sqlite/pooled.rs).
+    pub(super) fn pooled_table(self) -> &'static str {
+        match self {
+            Self::Quarter => "pooled_15m",
+            Self::Day => "pooled_1d",
+            Self::HourOfDay => "pooled_hour_of_day",
         }
     }
 
@@ -119,16 +128,32 @@ pub(super) fn derive_passed_days(
     hours_through: i64,
     newest: i64,
 ) -> Result<(), StoreError> {
+    static HOUR_OF_DAY: LazyLock<String> =
+        LazyLock::new(|| format!("((q.slot / 4) % 24) * {HOUR_OF_DAY_STRIDE} + q.slot / 96"));
     static DERIVE: LazyLock<String> = LazyLock::new(|| {
         format!(
             "INSERT INTO {hours} (device, slot, samples, sums) \
-             SELECT q.device, ((q.slot / 4) % 24) * {stride} + q.slot / 96, sum(q.samples), \
+             SELECT q.device, {hour_of_day}, sum(q.samples), \
              {total}(q.sums) FROM device_latest d CROSS JOIN {quarters} q \
              ON q.device = d.device AND q.slot >= ?1 AND q.slot < ?2 \
              GROUP BY q.device, q.slot / 4",
             hours = Rollup::HourOfDay.table(),
             quarters = Rollup::Quarter.table(),
-            stride = HOUR_OF_DAY_STRIDE,
+            hour_of_day = *HOUR_OF_DAY,
+            total = packed_sums::TOTAL,
+        )
+    });
+    // The same for every pooled set (src/store/sqlite/pooled.rs).
+    static DERIVE_POOLED: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO {hours} (pool, slot, samples, sums) \
+             SELECT q.pool, {hour_of_day}, sum(q.samples), {total}(q.sums) \
+             FROM pooled_sets s CROSS JOIN {quarters} q \
+             ON q.pool = s.number AND q.slot >= ?1 AND q.slot < ?2 \
+             GROUP BY q.pool, q.slot / 4",
+            hours = Rollup::HourOfDay.pooled_table(),
+            quarters = Rollup::Quarter.pooled_table(),
+            hour_of_day = *HOUR_OF_DAY,
             total = packed_sums::TOTAL,
         )
     });
@@ -137,10 +162,16 @@ pub(super) fn derive_passed_days(
         return Ok(());
     }
     let quarters_per_day = DAY / QUARTER;
-    connection.prepare_cached(&DERIVE)?.execute(params![
+    let slots = (
         (hours_through + 1) * quarters_per_day,
-        (through + 1) * quarters_per_day
-    ])?;
+        (through + 1) * quarters_per_day,
+    );
+    connection
+        .prepare_cached(&DERIVE)?
+        .execute(params![slots.0, slots.1])?;
+    connection
+        .prepare_cached(&DERIVE_POOLED)?
+        .execute(params![slots.0, slots.1])?;
     connection
         .prepare_cached(
             "INSERT INTO counters (name, value) VALUES (?1, ?2) \
@@ -215,15 +246,66 @@ impl Deltas {
                 add = packed_sums::ADD,
             ))?);
         }
-        for ((index, device, slot), delta) in self.changes {
-            let Some(upsert) = statements.get_mut(index) else {
+        for ((index, device, slot), delta) in &self.changes {
+            let Some(upsert) = statements.get_mut(*index) else {
                 continue;
             };
             upsert.raw_bind_parameter(1, device.as_slice())?;
-            upsert.raw_bind_parameter(2, slot)?;
+            upsert.raw_bind_parameter(2, *slot)?;
             upsert.raw_bind_parameter(3, delta.count)?;
             upsert.raw_bind_parameter(4, packed_sums::pack(&delta.sums).as_slice())?;
             upsert.raw_execute()?;
+        }
+        drop(statements);
+        self.apply_pooled(connection)
+    }
+
+    /// Adds the changes to every pooled set their devices are in (src/store/sqlite/pooled.rs):
+    /// per set and slot, so a chunk of 10,000 devices of one set makes one upsert per slot.
+    fn apply_pooled(&self, connection: &Connection) -> Result<(), StoreError> {
+        let any: bool = connection
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM pooled_sets)")?
+            .query_row([], |row| row.get(0))?;
+        if !any {
+            return Ok(());
+        }
+        let mut sets: HashMap<[u8; 16], Vec<i64>> = HashMap::new();
+        {
+            let mut statement =
+                connection.prepare_cached("SELECT device, pool FROM pooled_members")?;
+            let mut rows = statement.query([])?;
+            while let Some(row) = rows.next()? {
+                if let Some(device) = super::read_device(row, 0)? {
+                    sets.entry(device).or_default().push(row.get(1)?);
+                }
+            }
+        }
+        let mut pooled: BTreeMap<(usize, i64, i64), Delta> = BTreeMap::new();
+        for ((index, device, slot), delta) in &self.changes {
+            for &set in sets.get(device).map(Vec::as_slice).unwrap_or_default() {
+                let total = pooled.entry((*index, set, *slot)).or_default();
+                total.count += delta.count;
+                total.sums += delta.sums;
+            }
+        }
+        for ((index, set, slot), delta) in pooled {
+            let Some(rollup) = Rollup::ALL.get(index) else {
+                continue;
+            };
+            connection
+                .prepare_cached(&format!(
+                    "INSERT INTO {table} (pool, slot, samples, sums) VALUES (?1, ?2, ?3, ?4) \
+                     ON CONFLICT (pool, slot) DO UPDATE SET samples = samples + excluded.samples, \
+                     sums = {add}(sums, excluded.sums)",
+                    table = rollup.pooled_table(),
+                    add = packed_sums::ADD,
+                ))?
+                .execute(params![
+                    set,
+                    slot,
+                    delta.count,
+                    packed_sums::pack(&delta.sums).as_slice()
+                ])?;
         }
         Ok(())
     }
@@ -375,6 +457,13 @@ fn runs<'a>(pieces: impl IntoIterator<Item = &'a Piece>) -> Vec<Range> {
     runs
 }
 
+/// Whose rollups a read sums: the asked devices' own (an `rarray` of their UUIDs), or a pooled
+/// set's (src/store/sqlite/pooled.rs).
+pub(super) enum Source<'a> {
+    Devices(&'a Rc<Vec<Value>>),
+    Pooled(i64),
+}
+
 /// The folded sums of every slot of some runs, pooled over the asked devices.
 pub(super) struct SlotSums {
     runs: Vec<Run>,
@@ -388,22 +477,36 @@ struct Run {
 }
 
 impl SlotSums {
-    /// Reads `runs` for the devices in `devices` (an `rarray`): one range query per run.
+    /// Reads `runs` from `source`: one range query per run.
     pub(super) fn read(
         connection: &Connection,
-        devices: &Rc<Vec<Value>>,
+        source: &Source<'_>,
         runs: &[Range],
     ) -> Result<Self, StoreError> {
         let mut read = Vec::with_capacity(runs.len());
         for &(rollup, from, to) in runs {
-            let mut statement = connection.prepare_cached(&format!(
-                "SELECT slot, samples, sums FROM {} \
-                 WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
-                rollup.table()
-            ))?;
+            let (sql, key) = match source {
+                Source::Devices(devices) => (
+                    format!(
+                        "SELECT slot, samples, sums FROM {} \
+                         WHERE device IN rarray(?1) AND slot >= ?2 AND slot < ?3",
+                        rollup.table()
+                    ),
+                    *devices as &dyn rusqlite::ToSql,
+                ),
+                Source::Pooled(set) => (
+                    format!(
+                        "SELECT slot, samples, sums FROM {} \
+                         WHERE pool = ?1 AND slot >= ?2 AND slot < ?3",
+                        rollup.pooled_table()
+                    ),
+                    set as &dyn rusqlite::ToSql,
+                ),
+            };
+            let mut statement = connection.prepare_cached(&sql)?;
             let length = usize::try_from(to - from).unwrap_or(0);
             let mut slots = vec![(0, Measurements::default()); length];
-            let mut rows = statement.query(params![Rc::clone(devices), from, to])?;
+            let mut rows = statement.query(params![key, from, to])?;
             while let Some(row) = rows.next()? {
                 let index = usize::try_from(row.get::<_, i64>(0)? - from).unwrap_or(usize::MAX);
                 if let Some(slot) = slots.get_mut(index) {

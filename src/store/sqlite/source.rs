@@ -373,11 +373,8 @@ mod tests {
                 )
                 .unwrap_or_else(|error| panic!("{error}"));
             }
-            old.execute(
-                "UPDATE counters SET value = 3 WHERE name = 'folded_id'",
-                [],
-            )
-            .unwrap_or_else(|error| panic!("{error}"));
+            old.execute("UPDATE counters SET value = 3 WHERE name = 'folded_id'", [])
+                .unwrap_or_else(|error| panic!("{error}"));
         }
         let source = SqliteSource::open(dir.path(), BUSY, crate::store::ingest_log::SEGMENT_BYTES)
             .unwrap_or_else(|error| panic!("{error}"));
