@@ -2,10 +2,10 @@
 //! device by device, see `pooled.rs`) gets exactly the timelines and custom ranges an owner of a
 //! few gets — every device's readings, late ones included, and none of a deleted device.
 
-use reqwest::Method;
 use serde_json::Value;
 
 use crate::common::{aqis, at, measured, sample_with, TestApp};
+use crate::upload::delete;
 
 /// Devices in the fleet: above the embedded store's pooling threshold (100).
 const FLEET: usize = 120;
@@ -36,16 +36,6 @@ async fn daily_aqis(app: &TestApp) -> Vec<i64> {
         )
         .await;
     aqis(body.as_array().expect("points"))
-}
-
-async fn delete(app: &TestApp, device: &Value) {
-    let path = format!("/devices/{}", device["id"].as_str().expect("id"));
-    let response = app
-        .owner_request(Method::DELETE, &path, "alice")
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(response.status(), 204);
 }
 
 #[airq_test::test]

@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use reqwest::Method;
 use serde_json::Value;
 
 use crate::common::{aqis, at, measured, sample_with, TestApp};
+use crate::upload::delete;
 
 /// Devices in the fleet: above the pooling threshold (100).
 const FLEET: usize = 120;
@@ -116,13 +116,7 @@ async fn a_deleted_device_takes_its_fleets_set_with_it() {
     until_folded(&app, last).await;
     assert_eq!(daily_aqis(&app).await, [20]);
 
-    let path = format!("/devices/{}", devices[0]["id"].as_str().expect("id"));
-    let response = app
-        .owner_request(Method::DELETE, &path, "alice")
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(response.status(), 204);
+    delete(&app, &devices[0]).await;
     assert_eq!(sets(&app), 0, "the deletion dropped the set");
     assert_eq!(daily_aqis(&app).await, [10]);
     assert_eq!(sets(&app), 1, "the next read made the smaller fleet's set");

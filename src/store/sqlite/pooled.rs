@@ -132,3 +132,16 @@ fn drop_set(connection: &Connection, set: i64) -> Result<(), StoreError> {
         .execute([set])?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sets_key_names_its_devices_whatever_their_order() {
+        let (a, b) = ([1u8; 16], [2u8; 16]);
+        assert_eq!(key_of(&[a, b]), key_of(&[b, a]));
+        assert_ne!(key_of(&[a, b]), key_of(&[a]));
+        assert_ne!(key_of(&[a]), key_of(&[b]));
+    }
+}
