@@ -13,7 +13,9 @@
 //! - one byte of flags (bit 0: the reading carries a location);
 //! - [`TAG_BYTES`] bytes of 2-bit tags, one per measured value in [`Measure::ALL`] order: `k`,
 //!   or 3 for the value's eight little-endian bytes;
-//! - `received_at − at`, microseconds, a zigzag varint;
+//! - the receive time, to the millisecond: its milliseconds since the epoch less those of `at`,
+//!   a zigzag varint (nothing reads it back but diagnostics; to the microsecond it took a byte
+//!   or two more per reading);
 //! - each value: a zigzag varint of `n`, or its eight bytes;
 //! - the numbers of the particulate and the climate sensor models, varints;
 //! - with a location: latitude and longitude (eight bytes each), the provider's number (varint).
@@ -44,13 +46,16 @@ const WHOLE: u8 = 3;
 const LOCATED: u8 = 1;
 /// `10^k` for the tags below [`WHOLE`].
 const SCALES: [f64; 3] = [1.0, 10.0, 100.0];
+/// Microseconds in a millisecond, the receive time's precision.
+const MILLI: i64 = 1_000;
 /// Largest `|n|` kept as an integer: beyond it an `f64` no longer holds every integer.
 const MAX_SCALED: f64 = 9_007_199_254_740_992.0;
 
 /// A reading's body, unpacked.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Body {
-    /// When it was appended, microseconds since the epoch.
+    /// When it was appended, microseconds since the epoch (kept to the millisecond: a body
+    /// unpacks its millisecond's first microsecond).
     pub(crate) received_at: i64,
     pub(crate) values: Measurements,
     /// The numbers of the particulate and the climate sensor models.
@@ -65,7 +70,12 @@ impl Body {
         let start = out.len();
         out.push(if self.location.is_some() { LOCATED } else { 0 });
         out.extend_from_slice(&[0; TAG_BYTES]);
-        put_signed(out, self.received_at.wrapping_sub(at));
+        put_signed(
+            out,
+            self.received_at
+                .div_euclid(MILLI)
+                .wrapping_sub(at.div_euclid(MILLI)),
+        );
         for (measure, value) in self.values.iter() {
             let tag = match scaled(value) {
                 Some((tag, n)) => {
@@ -92,7 +102,10 @@ impl Body {
     /// The body in `bytes` of a reading measured at `at`; `None` if they hold no body.
     pub(crate) fn unpack(at: i64, bytes: &[u8]) -> Option<Self> {
         let mut reader = Reader::new(bytes)?;
-        let received_at = at.wrapping_add(reader.signed()?);
+        let received_at = at
+            .div_euclid(MILLI)
+            .wrapping_add(reader.signed()?)
+            .wrapping_mul(MILLI);
         let values = reader.values()?;
         let providers = (reader.signed()?, reader.signed()?);
         let location = if reader.located {
@@ -271,7 +284,7 @@ mod tests {
 
     fn body(values: [f64; COUNT], location: Option<(f64, f64, i64)>) -> Body {
         Body {
-            received_at: 1_790_000_000_123_456,
+            received_at: 1_790_000_000_123_000,
             values: Measurements::from_fn(|measure| values[measure.index()]),
             providers: (3, 140),
             location,
@@ -290,9 +303,9 @@ mod tests {
     #[test]
     fn values_with_up_to_two_decimals_take_a_few_bytes_each() {
         let packed = round_trip(&body([57.0, 23.4, 55.3, 12.0, 30.5, 41.25, 21.9], None));
-        // Flags, tags, received_at (a millisecond-scale delta), seven values, two providers.
+        // Flags, tags, received_at (1,000 s late), seven values, two providers.
         assert!(
-            packed.len() <= 1 + TAG_BYTES + 5 + 7 * 2 + 1 + 2,
+            packed.len() <= 1 + TAG_BYTES + 3 + 7 * 2 + 1 + 2,
             "{packed:?}"
         );
     }
@@ -316,6 +329,16 @@ mod tests {
                 odd[measure.index()].to_bits()
             );
         }
+    }
+
+    #[test]
+    fn the_receive_time_is_kept_to_the_millisecond() {
+        let mut late = body([1.0; COUNT], None);
+        late.received_at = 1_790_000_000_123_999;
+        let mut packed = Vec::new();
+        late.pack_into(1_789_999_000_000_001, &mut packed);
+        let unpacked = Body::unpack(1_789_999_000_000_001, &packed).expect("a body");
+        assert_eq!(unpacked.received_at, 1_790_000_000_123_000);
     }
 
     #[test]
