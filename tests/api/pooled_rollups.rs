@@ -1,6 +1,7 @@
 //! The embedded reading store's pooled rollups (`src/store/sqlite/pooled.rs`): an owner-wide
 //! read of a large fleet is summed from one set's rows, which the fold keeps with every reading
-//! it folds after the set was made, and which a deletion drops. Here the fold runs as soon as a
+//! it folds after the set was made, and which a deletion drops; and a fleet's current snapshot,
+//! whose latest contact and position are kept between requests (`set_latest.rs`). Here the fold runs as soon as a
 //! reading waits, and each read waits until it has, so the reads see folded rows only, not the
 //! unfolded tail (whose merging `unfolded.rs` tests).
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{aqis, at, measured, sample_with, TestApp};
+use crate::common::{aqis, at, located, measured, sample_with, TestApp};
 use crate::upload::delete;
 
 /// Devices in the fleet: above the pooling threshold (100).
@@ -120,4 +121,34 @@ async fn a_deleted_device_takes_its_fleets_set_with_it() {
     assert_eq!(sets(&app), 0, "the deletion dropped the set");
     assert_eq!(daily_aqis(&app).await, [10]);
     assert_eq!(sets(&app), 1, "the next read made the smaller fleet's set");
+}
+
+/// Uploads `body` for `device` measured `when`; its receipt id.
+async fn report_body(app: &TestApp, device: &Value, body: Value, when: &str) -> i64 {
+    let receipt = app.upload_ok(device, &measured(body, at(when))).await;
+    receipt["id"].as_i64().expect("receipt id")
+}
+
+#[airq_test::test]
+async fn a_fleets_current_follows_readings_folded_between_its_reads() {
+    let (app, devices) = fleet_with_a_folded_day().await;
+    app.clock.set(at("2026-11-20T08:30:00Z"));
+    let located_at = |lat: f64| located(sample_with(10, 10.0, 20.0), lat, 13.4);
+    let last = report_body(&app, &devices[5], located_at(52.5), "2026-11-20T08:10:00Z").await;
+    until_folded(&app, last).await;
+    let current = app.data_as("alice", "/air-quality/current").await;
+    assert_eq!(current["sample_count"], 121, "{current}");
+    assert_eq!(current["last_seen"], "2026-11-20T08:10:00.000Z");
+    assert_eq!(current["location"]["lat"], 52.5);
+
+    // Folded between two reads: a later contact, a later position, an earlier position.
+    report_body(&app, &devices[7], located_at(48.1), "2026-11-20T08:20:00Z").await;
+    report_body(&app, &devices[9], located_at(40.4), "2026-11-20T08:05:00Z").await;
+    let last = report(&app, &devices[11], 10, "2026-11-20T08:25:00Z").await;
+    until_folded(&app, last).await;
+    let current = app.data_as("alice", "/air-quality/current").await;
+    assert_eq!(current["sample_count"], 124, "{current}");
+    assert_eq!(current["last_seen"], "2026-11-20T08:25:00.000Z");
+    assert_eq!(current["location"]["lat"], 48.1);
+    assert_eq!(current["location"]["timestamp"], "2026-11-20T08:20:00.000Z");
 }

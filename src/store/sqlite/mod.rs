@@ -19,6 +19,7 @@ mod alert_store;
 mod device_store;
 mod dictionary;
 mod export_pages;
+mod folded_rows;
 mod ingest;
 mod located;
 mod packed_reading;
@@ -28,6 +29,7 @@ mod raw_pruner;
 mod reading_store;
 mod recent_seconds;
 mod rollup;
+mod set_latest;
 mod source;
 
 use std::path::{Path, PathBuf};

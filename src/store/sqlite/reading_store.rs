@@ -25,6 +25,7 @@ use super::located::{located_before, Located};
 use super::pooled::{self, POOL_FROM};
 use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums, Source};
+use super::set_latest::{FoldedLatest, Position, SetLatest};
 use super::{device_bytes, from_micros, packed_sums, read_device, to_micros, Sqlite};
 use crate::domain::snapshot::window;
 use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
@@ -72,6 +73,7 @@ fn read_located(row: &Row<'_>, first: usize) -> rusqlite::Result<Located> {
 pub struct SqliteReadings {
     db: Arc<Sqlite>,
     recent: RecentSeconds,
+    latest: SetLatest,
 }
 
 impl SqliteReadings {
@@ -80,6 +82,7 @@ impl SqliteReadings {
         Self {
             db,
             recent: RecentSeconds::default(),
+            latest: SetLatest::default(),
         }
     }
 
@@ -249,9 +252,6 @@ fn window_sums(
     Ok(sums[0])
 }
 
-/// A position: time, lat, lon, provider.
-type Position = (i64, f64, f64, String);
-
 /// The latest sample's time of any of `devices` and the latest located sample's position, the
 /// view's rows included, in one pass over their `device_latest` rows; `None` without a sample.
 fn latest_of_all(
@@ -259,20 +259,38 @@ fn latest_of_all(
     devices: &Rc<Vec<Value>>,
     view: &UnconsumedView,
 ) -> Result<Option<(i64, Option<Position>)>, StoreError> {
+    let folded = folded_latest(connection, devices, view)?;
+    Ok(with_view_rows(
+        folded.last_seen,
+        folded.position.map(|(_, position)| position),
+        view,
+    ))
+}
+
+/// The latest sample's time of any of `devices` and the latest located sample's position with
+/// its device, of folded readings that `view` replaces none of: one pass over their
+/// `device_latest` rows.
+fn folded_latest(
+    connection: &Connection,
+    devices: &Rc<Vec<Value>>,
+    view: &UnconsumedView,
+) -> Result<FoldedLatest, StoreError> {
     let mut statement = connection.prepare_cached(
         "SELECT d.device, d.last_seen, d.located_at, d.lat, d.lon, d.provider \
          FROM rarray(?1) a CROSS JOIN device_latest d ON d.device = a.value",
     )?;
     let mut rows = statement.query([Rc::clone(devices)])?;
-    let mut last_seen: Option<i64> = None;
-    let mut best: Option<Position> = None;
+    let mut latest = FoldedLatest::default();
     while let Some(row) = rows.next()? {
         let seen: i64 = row.get(1)?;
-        last_seen = Some(last_seen.map_or(seen, |last| last.max(seen)));
+        latest.last_seen = Some(latest.last_seen.map_or(seen, |last| last.max(seen)));
         let Some(at) = row.get::<_, Option<i64>>(2)? else {
             continue;
         };
-        if best.as_ref().is_some_and(|best| best.0 >= at) {
+        let newer = |at: i64, latest: &FoldedLatest| {
+            latest.position.as_ref().is_none_or(|(_, best)| at > best.0)
+        };
+        if !newer(at, &latest) {
             continue;
         }
         let device = read_device(row, 0)?.unwrap_or_default();
@@ -283,14 +301,54 @@ fn latest_of_all(
                 earlier = located_before(connection, device, located.0)?;
             }
             if let Some((at, lat, lon, provider, ..)) = earlier {
-                if best.as_ref().is_none_or(|best| at > best.0) {
-                    best = Some((at, lat, lon, provider));
+                if newer(at, &latest) {
+                    latest.position = Some((device, (at, lat, lon, provider)));
                 }
             }
             continue;
         }
-        best = Some((at, row.get(3)?, row.get(4)?, row.get(5)?));
+        latest.position = Some((device, (at, row.get(3)?, row.get(4)?, row.get(5)?)));
     }
+    Ok(latest)
+}
+
+/// The latest sample's time and position of a fleet (a set of [`POOL_FROM`] devices or more),
+/// the view's rows included: from the values kept for the set ([`SetLatest`]) when they are of
+/// this snapshot and the view replaces no reading they come from, else [`latest_of_all`].
+fn latest_of_fleet(
+    connection: &Connection,
+    kept: &SetLatest,
+    asked: &[[u8; 16]],
+    devices: &Rc<Vec<Value>>,
+    view: &UnconsumedView,
+) -> Result<Option<(i64, Option<Position>)>, StoreError> {
+    let marks = (folded_id(connection)?, removed(connection)?);
+    // Kept values are of folded readings alone: the view of this read is weighed below.
+    let folded = kept.get(connection, asked, marks, || {
+        folded_latest(connection, devices, &UnconsumedView::default())
+    })?;
+    let Some(folded) = folded.filter(|folded| {
+        folded
+            .position
+            .as_ref()
+            .is_none_or(|(device, position)| !view.replaces(*device, position.0))
+    }) else {
+        return latest_of_all(connection, devices, view);
+    };
+    Ok(with_view_rows(
+        folded.last_seen,
+        folded.position.map(|(_, position)| position),
+        view,
+    ))
+}
+
+/// `last_seen` and `best` (of folded readings) with the view's rows weighed in; `None` without a
+/// sample.
+fn with_view_rows(
+    mut last_seen: Option<i64>,
+    mut best: Option<Position>,
+    view: &UnconsumedView,
+) -> Option<(i64, Option<Position>)> {
     for row in &view.rows {
         last_seen = Some(last_seen.map_or(row.at, |last| last.max(row.at)));
         if let Some((lat, lon, provider)) = &row.location {
@@ -299,7 +357,7 @@ fn latest_of_all(
             }
         }
     }
-    Ok(last_seen.map(|last_seen| (last_seen, best)))
+    last_seen.map(|last_seen| (last_seen, best))
 }
 
 /// The view's rows and replaced readings per device, for reads that answer device by device.
@@ -471,9 +529,15 @@ impl ReadingStore for SqliteReadings {
         now: DateTime<Utc>,
     ) -> Result<Option<CurrentParts>, StoreError> {
         let recent = self.recent.clone();
+        let kept = self.latest.clone();
         let asked = owned_devices(devices);
         self.with_view(devices, move |connection, devices, view| {
-            let Some((last_seen, location)) = latest_of_all(connection, devices, &view)? else {
+            let latest = if asked.len() >= POOL_FROM {
+                latest_of_fleet(connection, &kept, &asked, devices, &view)?
+            } else {
+                latest_of_all(connection, devices, &view)?
+            };
+            let Some((last_seen, location)) = latest else {
                 return Ok(None);
             };
             let last_seen = from_micros(last_seen)?;

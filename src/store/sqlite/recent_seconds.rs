@@ -32,6 +32,7 @@ use moka::sync::Cache;
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
+use super::folded_rows::each_folded;
 use super::packed_reading::read_values;
 use crate::domain::Aggregate;
 use crate::store::StoreError;
@@ -178,7 +179,12 @@ impl Sums {
         )?;
         let mut rows = statement.query(params![Rc::clone(array), from.saturating_mul(MICROS)])?;
         while let Some(row) = rows.next()? {
-            sums.add(row.get(0)?, Aggregate::of(&read_values(row, 1)?));
+            add(
+                &mut sums.seconds,
+                &mut sums.rows,
+                row.get(0)?,
+                Aggregate::of(&read_values(row, 1)?),
+            );
         }
         Ok(sums)
     }
@@ -188,28 +194,21 @@ impl Sums {
         if folded == self.folded {
             return Ok(());
         }
-        let mut statement = connection.prepare_cached(
-            "SELECT n.device, r.at, r.body FROM readings r \
-             JOIN device_numbers n ON n.number = r.device WHERE r.id > ?1 AND r.id <= ?2",
-        )?;
-        let mut rows = statement.query(params![self.folded, folded])?;
-        while let Some(row) = rows.next()? {
-            let device: [u8; 16] = row.get(0)?;
-            if !self.members.contains(&device) {
-                continue;
+        let range = (self.folded, folded);
+        let Self {
+            members,
+            from,
+            seconds,
+            rows,
+            ..
+        } = self;
+        each_folded(connection, range, |device, at, body| {
+            if members.contains(&device) && at.div_euclid(MICROS) >= *from {
+                add(seconds, rows, at, Aggregate::of(&body.values));
             }
-            let at: i64 = row.get(1)?;
-            if at.div_euclid(MICROS) >= self.from {
-                self.add(at, Aggregate::of(&read_values(row, 2)?));
-            }
-        }
+        })?;
         self.folded = folded;
         Ok(())
-    }
-
-    fn add(&mut self, at: i64, reading: Aggregate) {
-        *self.seconds.entry(at.div_euclid(MICROS)).or_default() += reading;
-        self.rows += reading.count;
     }
 
     /// Drops the seconds before `first`: windows only move forward while a set is asked.
@@ -231,6 +230,12 @@ impl Sums {
             },
         )
     }
+}
+
+/// Adds a reading measured at `at` to its second.
+fn add(seconds: &mut BTreeMap<i64, Aggregate>, rows: &mut u64, at: i64, reading: Aggregate) {
+    *seconds.entry(at.div_euclid(MICROS)).or_default() += reading;
+    *rows += reading.count;
 }
 
 fn key_of(devices: &[[u8; 16]]) -> [u8; 32] {
