@@ -34,6 +34,7 @@ use rusqlite::{params, Connection};
 
 use super::folded_rows::each_folded;
 use super::packed_reading::read_values;
+use super::pooled::key_of;
 use crate::domain::Aggregate;
 use crate::store::StoreError;
 
@@ -83,7 +84,7 @@ struct Sums {
     rows: u64,
 }
 
-/// Per-second sums by device set (the key: the BLAKE3 hash of the set, in the order asked).
+/// Per-second sums by device set (the key: [`key_of`], the set's, whatever the order asked).
 #[derive(Debug, Clone)]
 pub(super) struct RecentSeconds {
     sets: Cache<[u8; 32], Arc<Mutex<Option<Sums>>>>,
@@ -236,14 +237,6 @@ impl Sums {
 fn add(seconds: &mut BTreeMap<i64, Aggregate>, rows: &mut u64, at: i64, reading: Aggregate) {
     *seconds.entry(at.div_euclid(MICROS)).or_default() += reading;
     *rows += reading.count;
-}
-
-fn key_of(devices: &[[u8; 16]]) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    for device in devices {
-        hasher.update(device);
-    }
-    *hasher.finalize().as_bytes()
 }
 
 #[cfg(test)]
