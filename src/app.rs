@@ -102,13 +102,6 @@ pub struct Application {
 impl Application {
     /// Opens everything `config` names and binds the listener.
     pub async fn build(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StartError> {
-        if config.questdb.is_some() && config.raw_retention.days_kept().is_some() {
-            return Err(StartError::Store(StoreError::Config(
-                "AIRQ_RAW_RETENTION_DAYS needs the embedded reading store: QuestDB keeps no \
-                 rollups yet, so its timelines would lose what the retention dropped"
-                    .into(),
-            )));
-        }
         let data_dir = DataDirLock::acquire(&config.data_dir)?;
         data_dir.check_format(
             config.data_dir.join(Sqlite::FILE).exists()
@@ -179,6 +172,7 @@ impl Application {
                         questdb,
                         pool.clone(),
                         (&config.data_dir, config.log_segment_bytes),
+                        config.raw_retention,
                     )
                     .await
                     .map_err(StartError::QuestDb)?;
@@ -212,7 +206,7 @@ impl Application {
                 Arc::clone(&clock),
                 config.retention_sweep,
             ),
-            // Refused before anything was opened (the first lines of `build`).
+            // QuestDB drops raw partitions itself, by the table's TTL (`questdb::open`).
             (None, Some(_)) => None,
         };
         let (batch_writer, writer) = BatchWriter::start(sinks, config.batch, Arc::clone(&metrics))

@@ -368,27 +368,10 @@ fn a_questdb_table_name_that_is_not_an_identifier_is_refused() {
         "1readings",
         "readings; DROP TABLE x",
         "read-ings",
-        &"r".repeat(128),
+        &"r".repeat(124),
     ] {
         refused_serve(&["--questdb-table", bad], "is not a table name");
     }
-}
-
-#[airq_test::test]
-fn a_raw_retention_with_readings_in_questdb_is_refused() {
-    refused_serve(
-        &[
-            "--raw-retention-days",
-            "30",
-            "--postgres-url",
-            "postgres://airq@127.0.0.1:9/airq",
-            "--questdb-ilp",
-            "http::addr=127.0.0.1:9;",
-            "--questdb-pg",
-            "postgres://admin:quest@127.0.0.1:9/qdb",
-        ],
-        "AIRQ_RAW_RETENTION_DAYS needs the embedded reading store",
-    );
 }
 
 #[airq_test::test]

@@ -23,6 +23,7 @@ mod migrate;
 mod migrate_progress;
 mod outage;
 mod pipeline;
+mod retention;
 
 fn main() -> std::process::ExitCode {
     trials::run()

@@ -86,6 +86,10 @@ impl TestTable {
 
 impl Drop for TestTable {
     fn drop(&mut self) {
+        clean_up(
+            &self.pg,
+            format!("DROP MATERIALIZED VIEW IF EXISTS {}_15m", self.name),
+        );
         clean_up(&self.pg, format!("DROP TABLE IF EXISTS {}", self.name));
     }
 }

@@ -382,7 +382,7 @@ fn send(
             std::thread::sleep(pause);
             pause = (pause * 2).min(RETRY_MAX);
         }
-        visibility.acknowledged(part.rows.iter().map(|row| row.device));
+        visibility.acknowledged(&part.rows);
         if done.send(Event::Done { chunk: part.chunk }).is_err() {
             return;
         }

@@ -15,8 +15,9 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::spool::Spool;
+use super::view_lag::view_name;
 use super::visibility::Visibility;
-use super::{device_list, literal, TableName};
+use super::{device_list, literal, micros_literal, TableName};
 use crate::domain::timeline::Interval;
 use crate::domain::{
     Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
@@ -24,15 +25,25 @@ use crate::domain::{
 use crate::store::postgres::BoundedPool;
 use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
 
-/// `count, one sum per value`.
+/// `count, one sum per value` of raw readings.
 static SUMS: LazyLock<String> =
     LazyLock::new(|| format!("count(), {}", columns::each(|name| format!("sum({name})"))));
+
+/// The same of rows of the quarter-hour view (schema 003), whose columns are sums already.
+static VIEW_SUMS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "sum(readings), {}",
+        columns::each(|name| format!("sum({name})"))
+    )
+});
 
 /// The read routes' side of QuestDB.
 #[derive(Debug, Clone)]
 pub struct QuestDbReadings {
     pool: BoundedPool,
     table: TableName,
+    /// The quarter-hour view of `table`.
+    view: String,
     visibility: Visibility,
     spool: Option<Spool>,
 }
@@ -47,6 +58,7 @@ impl QuestDbReadings {
         spool: Option<Spool>,
     ) -> Self {
         Self {
+            view: view_name(table.as_str()),
             pool,
             table,
             visibility,
@@ -57,11 +69,55 @@ impl QuestDbReadings {
     /// Runs `sql`, a query of readings of `devices`, once this process's acknowledged batches of
     /// them are readable.
     async fn query(&self, devices: &[DeviceUuid], sql: &str) -> Result<Vec<Row>, StoreError> {
+        self.settle(devices).await;
+        self.run(sql).await
+    }
+
+    /// Waits until this process's acknowledged batches of `devices` are readable.
+    async fn settle(&self, devices: &[DeviceUuid]) {
         if let Some(spool) = &self.spool {
             spool.settle(devices).await;
         }
         self.visibility.settle(devices).await;
-        self.run(sql).await
+    }
+
+    /// The rows of `SELECT {leading}<count, sums> FROM <source> WHERE device IN (devices) AND at
+    /// in the range {tail}` for every source of `[start, end)` (microseconds): the quarter-hour
+    /// view for the whole quarter hours it holds every acknowledged reading of, the raw readings
+    /// for the rest ([`ViewLag::sources`](super::view_lag::ViewLag::sources)). The queries run
+    /// concurrently; the count and sums start at the column after `leading`'s.
+    async fn sums(
+        &self,
+        devices: &[DeviceUuid],
+        (start, end): (i64, i64),
+        leading: &str,
+        tail: &str,
+    ) -> Result<Vec<Row>, StoreError> {
+        self.settle(devices).await;
+        let sources = self.visibility.view_lag().sources(start, end);
+        let list = device_list(devices);
+        let select = |sums: &str, from: &str, (from_at, to_at): (i64, i64)| {
+            format!(
+                "SELECT {leading}{sums} FROM {from} WHERE device IN ({list}) \
+                 AND at >= {} AND at < {} {tail}",
+                micros_literal(from_at),
+                micros_literal(to_at)
+            )
+        };
+        let queries: Vec<String> = sources
+            .view
+            .iter()
+            .map(|range| select(&VIEW_SUMS, &self.view, *range))
+            .chain(
+                sources
+                    .raw
+                    .iter()
+                    .map(|range| select(&SUMS, self.table.as_str(), *range)),
+            )
+            .collect();
+        let results =
+            futures_util::future::try_join_all(queries.iter().map(|sql| self.run(sql))).await?;
+        Ok(results.into_iter().flatten().collect())
     }
 
     async fn run(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
@@ -176,8 +232,10 @@ fn aggregate(row: &Row, first: usize) -> Result<Aggregate, StoreError> {
             row.try_get::<_, Option<f64>>(index)?.unwrap_or(0.0)
         };
     }
+    // The view's count is a sum too: null over no rows.
+    let count = row.try_get::<_, Option<i64>>(first)?.unwrap_or(0);
     Ok(Aggregate {
-        count: u64::try_from(row.try_get::<_, i64>(first)?).unwrap_or(0),
+        count: u64::try_from(count).unwrap_or(0),
         sums,
     })
 }
@@ -220,24 +278,18 @@ impl ReadingStore for QuestDbReadings {
         after: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError> {
-        if devices.is_empty() {
+        if devices.is_empty() || after >= until {
             return Ok(Aggregate::default());
         }
-        let rows = self
-            .query(
-                devices,
-                &format!(
-                    "SELECT {} FROM {} WHERE device IN ({}) AND at > {} AND at <= {}",
-                    *SUMS,
-                    self.table,
-                    device_list(devices),
-                    literal(after),
-                    literal(until)
-                ),
-            )
-            .await?;
-        rows.first()
-            .map_or(Ok(Aggregate::default()), |row| aggregate(row, 0))
+        // `(after, until]` is `[after + 1 µs, until + 1 µs)`: instants are whole microseconds.
+        let range = (after.timestamp_micros() + 1, until.timestamp_micros() + 1);
+        self.sums(devices, range, "", "").await?.iter().try_fold(
+            Aggregate::default(),
+            |mut total, row| {
+                total += aggregate(row, 0)?;
+                Ok(total)
+            },
+        )
     }
 
     async fn buckets(
@@ -266,19 +318,8 @@ impl ReadingStore for QuestDbReadings {
                 plan.tz.name()
             ),
         };
-        let rows = self
-            .query(
-                devices,
-                &format!(
-                    "SELECT at, {} FROM {} WHERE device IN ({}) AND at >= {} AND at < {} {sample}",
-                    *SUMS,
-                    self.table,
-                    device_list(devices),
-                    literal(start),
-                    literal(end)
-                ),
-            )
-            .await?;
+        let range = (start.timestamp_micros(), end.timestamp_micros());
+        let rows = self.sums(devices, range, "at, ", &sample).await?;
         for row in &rows {
             // A group of a clipped first month starts before the range: it belongs to bucket 0.
             let at = utc(row.try_get(0)?).max(start);

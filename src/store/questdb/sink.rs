@@ -51,8 +51,7 @@ impl ReadingSink for QuestDbSink {
     /// Blocks the lane's thread for the HTTP round trip; nothing else runs there.
     async fn write(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         self.writer.write(batch)?;
-        self.visibility
-            .acknowledged(batch.iter().map(|row| row.device));
+        self.visibility.acknowledged(batch);
         Ok(())
     }
 }

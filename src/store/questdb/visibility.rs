@@ -26,8 +26,9 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
+use super::view_lag::ViewLag;
 use super::TableName;
-use crate::domain::DeviceUuid;
+use crate::domain::{DeviceUuid, StoredReading};
 use crate::store::postgres::BoundedPool;
 use crate::store::StoreError;
 
@@ -48,6 +49,7 @@ const FORGET_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone)]
 pub struct Visibility {
     shared: Arc<Shared>,
+    view_lag: ViewLag,
 }
 
 #[derive(Debug)]
@@ -74,9 +76,10 @@ impl Drop for Shared {
 }
 
 impl Visibility {
-    /// Starts the tracker of `table` on the current runtime, looking through `reads`; it stops
-    /// once every handle is dropped.
-    pub fn start(reads: BoundedPool, table: &TableName) -> Self {
+    /// Starts the tracker of `table` on the current runtime, looking through `reads`, with the
+    /// tracker of its quarter-hour view ([`ViewLag::start`]); they stop once every handle is
+    /// dropped.
+    pub async fn start(reads: BoundedPool, table: &TableName) -> Result<Self, StoreError> {
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::default(),
@@ -85,19 +88,28 @@ impl Visibility {
         });
         let query =
             format!("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{table}'");
+        let view_lag = ViewLag::start(reads.clone(), table.as_str()).await?;
         tokio::spawn(track(Arc::downgrade(&shared), wake, reads, query));
-        Self { shared }
+        Ok(Self { shared, view_lag })
     }
 
-    /// Records a batch QuestDB acknowledged, with the devices of its readings. Called before the
-    /// batch's uploads are answered.
-    pub fn acknowledged(&self, devices: impl IntoIterator<Item = DeviceUuid>) {
+    /// Records a batch QuestDB acknowledged: the devices of its readings, and (for the
+    /// quarter-hour view, [`ViewLag`]) their times. Called before the batch's uploads are
+    /// answered.
+    pub fn acknowledged(&self, batch: &[StoredReading]) {
+        self.view_lag
+            .written(batch.iter().map(|row| row.at.timestamp_micros()));
         let mut state = self.lock();
         state.generation += 1;
         let generation = state.generation;
-        for device in devices {
-            state.pending.insert(device, generation);
+        for row in batch {
+            state.pending.insert(row.device, generation);
         }
+    }
+
+    /// What the quarter-hour view may lack of this process's acknowledged batches.
+    pub fn view_lag(&self) -> &ViewLag {
+        &self.view_lag
     }
 
     /// Waits until every batch this process acknowledged for any of `devices` is readable (at
