@@ -249,27 +249,46 @@ fn device(row: &Row, index: usize) -> Result<DeviceUuid, StoreError> {
 
 #[async_trait]
 impl ReadingStore for QuestDbReadings {
+    /// From the raw readings; when the retention dropped every one of them (a set silent past
+    /// it), from the quarter-hour view, which keeps them: the start of the last quarter hour
+    /// with a reading, so the current snapshot says the set is silent past the retention
+    /// rather than that it never reported.
     async fn last_seen(&self, devices: &[DeviceUuid]) -> Result<Option<DateTime<Utc>>, StoreError> {
         if devices.is_empty() {
             return Ok(None);
         }
+        let list = device_list(devices);
         let rows = self
             .query(
                 devices,
                 &format!(
-                    "SELECT at FROM {} WHERE device IN ({}) LATEST ON at PARTITION BY device",
+                    "SELECT at FROM {} WHERE device IN ({list}) LATEST ON at PARTITION BY device",
                     self.table,
-                    device_list(devices)
                 ),
             )
             .await?;
-        rows.iter().map(|row| Ok(utc(row.try_get(0)?))).try_fold(
+        let latest = rows.iter().map(|row| Ok(utc(row.try_get(0)?))).try_fold(
             None,
             |latest: Option<DateTime<Utc>>, at: Result<_, StoreError>| {
                 let at = at?;
-                Ok(Some(latest.map_or(at, |latest| latest.max(at))))
+                Ok::<_, StoreError>(Some(latest.map_or(at, |latest| latest.max(at))))
             },
-        )
+        )?;
+        if latest.is_some() {
+            return Ok(latest);
+        }
+        let kept = self
+            .run(&format!(
+                "SELECT max(at) FROM {} WHERE device IN ({list})",
+                self.view
+            ))
+            .await?;
+        Ok(kept
+            .first()
+            .map(|row| row.try_get::<_, Option<NaiveDateTime>>(0))
+            .transpose()?
+            .flatten()
+            .map(utc))
     }
 
     async fn aggregate(
