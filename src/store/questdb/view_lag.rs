@@ -6,9 +6,15 @@
 //! acknowledged a moment ago. So each acknowledged batch also records the UTC quarter hours its
 //! readings fall in ([`ViewLag::written`]) under a generation number, and a tracker task, while
 //! any are recorded, reads the readings table's sequencer transaction, waits until the view's
-//! `refresh_base_table_txn` reaches it, and then forgets the quarter hours of every batch
-//! acknowledged before that first look. A read sums the raw readings of the quarter hours still
-//! recorded ([`ViewLag::pending`]) and the view for the others: it never waits for the view.
+//! `refresh_base_table_txn` reaches it, and then publishes the generation acknowledged before that
+//! first look as refreshed and forgets the quarter hours no later batch wrote into.
+//!
+//! A read ([`ViewLag::sources`]) that spans a quarter hour written by a batch the view may lack
+//! waits for the tracker to see the view refreshed past it, at most [`VIEW_WAIT`] (about one
+//! refresh: milliseconds when quiet, 0.3–0.8 s under 10,000 uploads a second on the bench
+//! machine), then sums the view. Past the bound it sums the raw readings of those quarter hours
+//! instead and the view for the others. Summing a quarter hour of a fleet's raw readings under a
+//! heavy load costs seconds (`bench/RESULTS.md`), which is why the read waits first.
 //!
 //! What this guarantees, with [`super::Visibility`] (which makes the raw readings readable first):
 //! a read in this process that starts after a 201 of this process includes that reading. Another
@@ -20,7 +26,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use crate::store::postgres::BoundedPool;
 use crate::store::StoreError;
@@ -36,6 +42,8 @@ const POLL_FIRST: Duration = Duration::from_millis(2);
 const POLL_MAX: Duration = Duration::from_millis(20);
 /// Longest wait of one look for the view; it starts again at the next look.
 const LOOK_BOUND: Duration = Duration::from_secs(10);
+/// Longest wait of a read for the view to hold what this process acknowledged before it.
+const VIEW_WAIT: Duration = Duration::from_secs(1);
 
 /// The name of the quarter-hour view of `table`.
 pub(super) fn view_name(table: &str) -> String {
@@ -57,6 +65,8 @@ pub struct ViewLag {
 #[derive(Debug)]
 struct Shared {
     state: Mutex<Recorded>,
+    /// The highest generation the view is known to hold.
+    refreshed: watch::Sender<u64>,
     wake: Arc<Notify>,
 }
 
@@ -95,6 +105,7 @@ impl ViewLag {
                 valid,
                 ..Recorded::default()
             }),
+            refreshed: watch::Sender::new(0),
             wake: Arc::clone(&wake),
         });
         tokio::spawn(track(Arc::downgrade(&shared), wake, reads, looks));
@@ -112,21 +123,42 @@ impl ViewLag {
         }
     }
 
-    /// How to read `[start, end)` (microseconds): whole quarter hours the view holds every
-    /// acknowledged reading of from the view, the rest from the raw readings.
-    pub fn sources(&self, start: i64, end: i64) -> Sources {
-        let pending = {
+    /// How to read `[start, end)` (microseconds): whole quarter hours the view holds every reading
+    /// acknowledged before this call of from the view, the rest from the raw readings. Waits for
+    /// the view first when it may lack such a reading (at most [`VIEW_WAIT`]).
+    pub async fn sources(&self, start: i64, end: i64) -> Sources {
+        let quarters = quarter_of(start)..=quarter_of(end - 1);
+        let needed = {
             let state = self.lock();
-            state.valid.then(|| {
-                let (first, last) = (quarter_of(start), quarter_of(end - 1));
-                state
-                    .quarters
-                    .range(first..=last)
-                    .map(|(quarter, _)| *quarter)
-                    .collect::<Vec<_>>()
-            })
+            if !state.valid {
+                return Sources::split(start, end, None);
+            }
+            state
+                .quarters
+                .range(quarters.clone())
+                .map(|(_, g)| *g)
+                .max()
         };
-        Sources::split(start, end, pending.as_deref())
+        let mut refreshed = self.shared.refreshed.subscribe();
+        let Some(needed) = needed.filter(|needed| *refreshed.borrow() < *needed) else {
+            return Sources::split(start, end, Some(&[]));
+        };
+        self.shared.wake.notify_one();
+        let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
+        if waited.await.is_ok() {
+            return Sources::split(start, end, Some(&[]));
+        }
+        // A quarter hour's latest generation may hide an earlier one this read needs: every
+        // quarter hour written past what the view holds is read raw.
+        let held = *refreshed.borrow();
+        let pending: Vec<i64> = self
+            .lock()
+            .quarters
+            .range(quarters)
+            .filter(|(_, generation)| **generation > held)
+            .map(|(quarter, _)| *quarter)
+            .collect();
+        Sources::split(start, end, Some(&pending))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
@@ -234,6 +266,11 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             Ok(Some(true)) => {
                 state.valid = true;
                 state.quarters.retain(|_, generation| *generation > target);
+                handle.refreshed.send_if_modified(|held| {
+                    let moved = *held < target;
+                    *held = (*held).max(target);
+                    moved
+                });
             }
             Ok(Some(false)) => state.valid = true,
             Ok(None) => {
