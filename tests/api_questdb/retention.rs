@@ -22,13 +22,22 @@ fn id(device: &Value) -> &str {
 /// Readings in the test's QuestDB table stored before `before`, as far as QuestDB applied them.
 async fn raw_rows_before(app: &TestApp, before: DateTime<Utc>) -> i64 {
     let table = app.table.as_ref().expect("a QuestDB table");
-    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
+    count_before(&table.pg, &table.name, before).await
+}
+
+/// Rows of the test table's quarter-hour view before `before`, as far as QuestDB refreshed it.
+async fn view_rows_before(app: &TestApp, before: DateTime<Utc>) -> i64 {
+    let table = app.table.as_ref().expect("a QuestDB table");
+    count_before(&table.pg, &format!("{}_15m", table.name), before).await
+}
+
+async fn count_before(pg: &str, table: &str, before: DateTime<Utc>) -> i64 {
+    let (client, connection) = tokio_postgres::connect(pg, tokio_postgres::NoTls)
         .await
         .expect("QuestDB PG wire");
     tokio::spawn(connection);
     let sql = format!(
-        "SELECT count() FROM {} WHERE at < '{}'",
-        table.name,
+        "SELECT count() FROM {table} WHERE at < '{}'",
         before.to_rfc3339_opts(SecondsFormat::Micros, true)
     );
     client
@@ -54,9 +63,13 @@ async fn a_retention_drops_raw_partitions_and_the_timelines_still_answer_for_the
     app.upload_ok(&device, &measured(sample_with(60, 10.0, 20.0), now))
         .await;
     let cutoff = now - TimeDelta::days(i64::from(DAYS));
+    // Both old readings are applied to the table and refreshed into the view before the
+    // retention starts (a partition the TTL drops first never reaches the view).
     let mut stored = 0;
     for _ in 0..200 {
-        stored = raw_rows_before(&app, cutoff).await;
+        stored = raw_rows_before(&app, cutoff)
+            .await
+            .min(view_rows_before(&app, cutoff).await);
         if stored == 2 {
             break;
         }
@@ -131,4 +144,64 @@ async fn an_export_beginning_before_the_retention_is_422_naming_start_on_questdb
         .get_as("alice", &export(now - TimeDelta::days(i64::from(DAYS) - 1)))
         .await;
     assert_eq!(kept.status(), 200);
+}
+
+#[airq_test::test]
+async fn a_partition_dropped_by_hand_invalidates_the_view_and_reads_fall_back_to_raw_readings() {
+    let app = TestApp::spawn().await;
+    let device = app.register("alice", json!({"name": "balcony"})).await;
+    let now = app.clock.now();
+    let old = now - TimeDelta::days(10);
+    app.upload_ok(&device, &measured(sample_with(40, 10.0, 20.0), old))
+        .await;
+    app.upload_ok(&device, &measured(sample_with(60, 10.0, 20.0), now))
+        .await;
+    let day = old.format("%Y-%m-%d");
+    let custom = format!("/air-quality/custom?start_date={day}&end_date={day}");
+    assert_eq!(
+        aqis(
+            app.data_as("alice", &custom)
+                .await
+                .as_array()
+                .expect("points")
+        ),
+        [40]
+    );
+
+    // An operator's DROP PARTITION leaves the view's rows behind and marks it invalid: airq reads
+    // the raw readings instead, so the dropped day is empty rather than answered from stale rows.
+    let table = app.table.as_ref().expect("a QuestDB table");
+    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
+        .await
+        .expect("QuestDB PG wire");
+    tokio::spawn(connection);
+    client
+        .simple_query(&format!(
+            "ALTER TABLE {} DROP PARTITION LIST '{day}'",
+            table.name
+        ))
+        .await
+        .expect("partition dropped");
+    let mut answered = Vec::new();
+    for _ in 0..100 {
+        answered = aqis(
+            app.data_as("alice", &custom)
+                .await
+                .as_array()
+                .expect("points"),
+        );
+        if answered.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(answered.is_empty(), "{answered:?}");
+    let today = now.format("%Y-%m-%d");
+    let recent = app
+        .data_as(
+            "alice",
+            &format!("/air-quality/custom?start_date={today}&end_date={today}"),
+        )
+        .await;
+    assert_eq!(aqis(recent.as_array().expect("points")), [60], "{recent}");
 }

@@ -19,7 +19,7 @@
 //! What this guarantees, with [`super::Visibility`] (which makes the raw readings readable first):
 //! a read in this process that starts after a 201 of this process includes that reading. Another
 //! process's readings reach timelines once QuestDB refreshed the view with them. While the view is
-//! not `valid` (an operator's `DROP PARTITION` invalidates it, until `REFRESH MATERIALIZED VIEW …
+//! `invalid` (an operator's `DROP PARTITION` invalidates it, until `REFRESH MATERIALIZED VIEW …
 //! FULL`), and until the tracker's first look, reads sum raw readings only, as before the view.
 
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ struct Recorded {
     generation: u64,
     /// Per quarter hour, the latest generation that wrote into it.
     quarters: BTreeMap<i64, u64>,
-    /// Whether the view was `valid` at the tracker's last look (`false` before the first).
+    /// Whether the view was usable (not `invalid`) at the tracker's last look (`false` before the first).
     valid: bool,
 }
 
@@ -276,7 +276,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             Ok(None) => {
                 if state.valid {
                     tracing::warn!(
-                        "QuestDB's quarter-hour view is not valid; timelines read raw readings \
+                        "QuestDB's quarter-hour view is invalid; timelines read raw readings \
                          until it is refreshed (REFRESH MATERIALIZED VIEW … FULL)"
                     );
                 }
@@ -296,7 +296,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
 }
 
 /// `Some(true)` once the view refreshed through the sequencer transaction current at the first
-/// look, `None` when the view is not valid (or missing).
+/// look, `None` when the view is invalid (or missing).
 async fn refreshed_through_now(
     reads: &BoundedPool,
     looks: &Looks,
@@ -321,8 +321,8 @@ async fn refreshed_through_now(
     }
 }
 
-/// The readings table's transaction the view is refreshed through, `None` when the view is not
-/// valid (or missing).
+/// The readings table's transaction the view is refreshed through, `None` when the view is
+/// invalid (or missing).
 async fn view_status(reads: &BoundedPool, looks: &Looks) -> Result<Option<i64>, StoreError> {
     let Some(row) = reads
         .run(async |client| Ok(client.query_opt(looks.view.as_str(), &[]).await?))
@@ -330,8 +330,10 @@ async fn view_status(reads: &BoundedPool, looks: &Looks) -> Result<Option<i64>, 
     else {
         return Ok(None);
     };
+    // `refreshing` is a valid view in the middle of a refresh (most of the time under a steady
+    // load); only `invalid` means its rows cannot be trusted.
     let status: Option<String> = row.try_get(0)?;
-    if status.as_deref() != Some("valid") {
+    if status.is_none_or(|status| status == "invalid") {
         return Ok(None);
     }
     Ok(Some(row.try_get::<_, Option<i64>>(1)?.unwrap_or(0)))
