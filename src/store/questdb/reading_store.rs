@@ -94,7 +94,11 @@ impl QuestDbReadings {
         tail: &str,
     ) -> Result<Vec<Row>, StoreError> {
         self.settle(devices).await;
-        let sources = self.visibility.view_lag().sources(start, end).await;
+        let sources = self
+            .visibility
+            .view_lag()
+            .sources(start, end, devices.len())
+            .await;
         let list = device_list(devices);
         let select = |sums: &str, from: &str, (from_at, to_at): (i64, i64)| {
             format!(

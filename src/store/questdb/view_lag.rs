@@ -10,11 +10,11 @@
 //! first look as refreshed and forgets the quarter hours no later batch wrote into.
 //!
 //! A read ([`ViewLag::sources`]) that spans a quarter hour written by a batch the view may lack
-//! waits for the tracker to see the view refreshed past it, at most [`VIEW_WAIT`] (about one
-//! refresh: milliseconds when quiet, 0.3–0.8 s under 10,000 uploads a second on the bench
-//! machine), then sums the view. Past the bound it sums the raw readings of those quarter hours
-//! instead and the view for the others. Summing a quarter hour of a fleet's raw readings under a
-//! heavy load costs seconds (`bench/RESULTS.md`), which is why the read waits first.
+//! sums the raw readings of those quarter hours and the view for the others. A read of a fleet
+//! ([`WAIT_FROM`] devices or more) first waits for the tracker to see the view refreshed past
+//! them, at most [`VIEW_WAIT`] (about one refresh: milliseconds when quiet, 0.3–2 s under 10,000
+//! uploads a second on the bench machine): a quarter hour of a fleet's raw readings under such a
+//! load costs seconds, one device's a millisecond (`bench/RESULTS.md`).
 //!
 //! What this guarantees, with [`super::Visibility`] (which makes the raw readings readable first):
 //! a read in this process that starts after a 201 of this process includes that reading. Another
@@ -44,6 +44,8 @@ const POLL_MAX: Duration = Duration::from_millis(20);
 const LOOK_BOUND: Duration = Duration::from_secs(10);
 /// Longest wait of a read for the view to hold what this process acknowledged before it.
 const VIEW_WAIT: Duration = Duration::from_secs(1);
+/// Reads of this many devices or more wait for the view rather than sum raw quarter hours.
+pub(super) const WAIT_FROM: usize = 100;
 
 /// The name of the quarter-hour view of `table`.
 pub(super) fn view_name(table: &str) -> String {
@@ -123,10 +125,11 @@ impl ViewLag {
         }
     }
 
-    /// How to read `[start, end)` (microseconds): whole quarter hours the view holds every reading
-    /// acknowledged before this call of from the view, the rest from the raw readings. Waits for
-    /// the view first when it may lack such a reading (at most [`VIEW_WAIT`]).
-    pub async fn sources(&self, start: i64, end: i64) -> Sources {
+    /// How to read `[start, end)` (microseconds) for `devices` devices: whole quarter hours the
+    /// view holds every reading acknowledged before this call of from the view, the rest from the
+    /// raw readings. For [`WAIT_FROM`] devices or more, waits for the view first when it may lack
+    /// such a reading (at most [`VIEW_WAIT`]).
+    pub async fn sources(&self, start: i64, end: i64, devices: usize) -> Sources {
         let quarters = quarter_of(start)..=quarter_of(end - 1);
         let needed = {
             let state = self.lock();
@@ -143,10 +146,12 @@ impl ViewLag {
         let Some(needed) = needed.filter(|needed| *refreshed.borrow() < *needed) else {
             return Sources::split(start, end, Some(&[]));
         };
-        self.shared.wake.notify_one();
-        let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
-        if waited.await.is_ok() {
-            return Sources::split(start, end, Some(&[]));
+        if devices >= WAIT_FROM {
+            self.shared.wake.notify_one();
+            let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
+            if waited.await.is_ok() {
+                return Sources::split(start, end, Some(&[]));
+            }
         }
         // A quarter hour's latest generation may hide an earlier one this read needs: every
         // quarter hour written past what the view holds is read raw.
