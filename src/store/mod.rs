@@ -242,7 +242,7 @@ pub trait ReadingSink: Send + std::fmt::Debug + 'static {
 }
 
 /// Drops raw readings measured before an instant and keeps every rollup (raw retention,
-/// `AIRQ_RAW_RETENTION_DAYS`; the embedded store only: QuestDB keeps no rollups yet).
+/// `AIRQ_RAW_RETENTION_DAYS`; the embedded store: QuestDB drops its raw partitions itself, by the table's TTL).
 #[async_trait]
 pub trait RawPruner: Send + Sync + std::fmt::Debug {
     /// Drops at most `rows` raw readings measured before `before`, in one step that never holds
