@@ -20,7 +20,8 @@
 //! a read in this process that starts after a 201 of this process includes that reading. Another
 //! process's readings reach timelines once QuestDB refreshed the view with them. While the view is
 //! `invalid` (an operator's `DROP PARTITION` invalidates it, until `REFRESH MATERIALIZED VIEW …
-//! FULL`), and until the tracker's first look, reads sum raw readings only, as before the view.
+//! FULL`), and until it has caught up with the table once (QuestDB builds it over an existing
+//! table in the background, showing its rows so far), reads sum raw readings only.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -33,8 +34,8 @@ use crate::store::StoreError;
 
 /// A quarter hour in microseconds, the view's bucket.
 pub(super) const QUARTER_MICROS: i64 = 15 * 60 * 1_000_000;
-/// How often the tracker looks while quarter hours are recorded, and without any (to notice an
-/// invalidated view).
+/// How often the tracker looks while quarter hours are recorded or the view cannot be read, and
+/// otherwise (to notice an invalidated view).
 const LOOK_PENDING: Duration = Duration::from_millis(100);
 const LOOK_IDLE: Duration = Duration::from_secs(1);
 /// Pauses between two reads of the view's progress while waiting for it.
@@ -78,7 +79,8 @@ struct Recorded {
     generation: u64,
     /// Per quarter hour, the latest generation that wrote into it.
     quarters: BTreeMap<i64, u64>,
-    /// Whether the view was usable (not `invalid`) at the tracker's last look (`false` before the first).
+    /// Whether the view can be read: it had caught up with the table at a look (or at the start)
+    /// and was not `invalid` at the last one.
     valid: bool,
 }
 
@@ -100,7 +102,12 @@ impl ViewLag {
                 view_name(table)
             ),
         };
-        let valid = view_status(&reads, &looks).await?.is_some();
+        // A view QuestDB is still building (at its creation over an existing table, or after a
+        // full refresh) shows its rows so far and `refreshing`: it counts only once it caught up.
+        let goal = sequencer_txn(&reads, &looks).await?;
+        let valid = view_status(&reads, &looks)
+            .await?
+            .is_some_and(|refreshed| refreshed >= goal);
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::new(Recorded {
@@ -246,7 +253,8 @@ struct Looks {
 /// the generation was acknowledged before, so its transaction is at most that one), then forgets
 /// the quarter hours no later generation wrote.
 async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, looks: Looks) {
-    let mut pause = LOOK_IDLE;
+    // The first look comes at once: the view may not be readable until it has made one.
+    let mut pause = Duration::ZERO;
     loop {
         // Timing out only means it is time for the next look.
         let _ = tokio::time::timeout(pause, wake.notified()).await;
@@ -277,7 +285,8 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
                     moved
                 });
             }
-            Ok(Some(false)) => state.valid = true,
+            // The view is too far behind to tell; what it is used for stays as it was.
+            Ok(Some(false)) => {}
             Ok(None) => {
                 if state.valid {
                     tracing::warn!(
@@ -292,7 +301,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
                 state.valid = false;
             }
         }
-        pause = if state.quarters.is_empty() {
+        pause = if state.quarters.is_empty() && state.valid {
             LOOK_IDLE
         } else {
             LOOK_PENDING
@@ -306,13 +315,7 @@ async fn refreshed_through_now(
     reads: &BoundedPool,
     looks: &Looks,
 ) -> Result<Option<bool>, StoreError> {
-    let goal: i64 = reads
-        .run(async |client| Ok(client.query_opt(looks.sequencer.as_str(), &[]).await?))
-        .await?
-        .map(|row| row.try_get::<_, Option<i64>>(0))
-        .transpose()?
-        .flatten()
-        .unwrap_or(0);
+    let goal = sequencer_txn(reads, looks).await?;
     let mut pause = POLL_FIRST;
     loop {
         let Some(refreshed) = view_status(reads, looks).await? else {
@@ -326,7 +329,18 @@ async fn refreshed_through_now(
     }
 }
 
-/// The readings table's transaction the view is refreshed through, `None` when the view is
+/// The readings table's latest transaction numbered by its sequencer.
+async fn sequencer_txn(reads: &BoundedPool, looks: &Looks) -> Result<i64, StoreError> {
+    Ok(reads
+        .run(async |client| Ok(client.query_opt(looks.sequencer.as_str(), &[]).await?))
+        .await?
+        .map(|row| row.try_get::<_, Option<i64>>(0))
+        .transpose()?
+        .flatten()
+        .unwrap_or(0))
+}
+
+/// The readings table's transaction the view is refreshed through (-1 before its first refresh), `None` when the view is
 /// invalid (or missing).
 async fn view_status(reads: &BoundedPool, looks: &Looks) -> Result<Option<i64>, StoreError> {
     let Some(row) = reads
@@ -341,7 +355,7 @@ async fn view_status(reads: &BoundedPool, looks: &Looks) -> Result<Option<i64>, 
     if status.is_none_or(|status| status == "invalid") {
         return Ok(None);
     }
-    Ok(Some(row.try_get::<_, Option<i64>>(1)?.unwrap_or(0)))
+    Ok(Some(row.try_get::<_, Option<i64>>(1)?.unwrap_or(-1)))
 }
 
 #[cfg(test)]
