@@ -127,8 +127,13 @@ impl ViewLag {
         let mut state = self.lock();
         state.generation += 1;
         let generation = state.generation;
-        for micros in instants {
-            state.quarters.insert(quarter_of(micros), generation);
+        // A batch's readings mostly share a quarter hour: one map insert per run of them.
+        let mut last = None;
+        for quarter in instants.into_iter().map(quarter_of) {
+            if last != Some(quarter) {
+                state.quarters.insert(quarter, generation);
+                last = Some(quarter);
+            }
         }
     }
 
@@ -137,6 +142,8 @@ impl ViewLag {
     /// raw readings. For [`WAIT_FROM`] devices or more, waits for the view first when it may lack
     /// such a reading (at most [`VIEW_WAIT`]).
     pub async fn sources(&self, start: i64, end: i64, devices: usize) -> Sources {
+        // The tracker forgets a quarter hour in the same step as it publishes the generation
+        // that covers it, so every quarter hour still recorded is one the view may lack.
         let quarters = quarter_of(start)..=quarter_of(end - 1);
         let needed = {
             let state = self.lock();
@@ -149,26 +156,24 @@ impl ViewLag {
                 .map(|(_, g)| *g)
                 .max()
         };
-        let mut refreshed = self.shared.refreshed.subscribe();
-        let Some(needed) = needed.filter(|needed| *refreshed.borrow() < *needed) else {
+        let Some(needed) = needed else {
             return Sources::split(start, end, Some(&[]));
         };
         if devices >= WAIT_FROM {
+            let mut refreshed = self.shared.refreshed.subscribe();
             self.shared.wake.notify_one();
             let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
             if waited.await.is_ok() {
                 return Sources::split(start, end, Some(&[]));
             }
         }
-        // A quarter hour's latest generation may hide an earlier one this read needs: every
-        // quarter hour written past what the view holds is read raw.
-        let held = *refreshed.borrow();
+        // A quarter hour's latest generation may hide an earlier one this read needs: every one
+        // still recorded is read raw.
         let pending: Vec<i64> = self
             .lock()
             .quarters
             .range(quarters)
-            .filter(|(_, generation)| **generation > held)
-            .map(|(quarter, _)| *quarter)
+            .map(|(q, _)| *q)
             .collect();
         Sources::split(start, end, Some(&pending))
     }
@@ -340,8 +345,8 @@ async fn sequencer_txn(reads: &BoundedPool, looks: &Looks) -> Result<i64, StoreE
         .unwrap_or(0))
 }
 
-/// The readings table's transaction the view is refreshed through (-1 before its first refresh), `None` when the view is
-/// invalid (or missing).
+/// The readings table's transaction the view is refreshed through (-1 before its first
+/// refresh), `None` when the view is invalid (or missing).
 async fn view_status(reads: &BoundedPool, looks: &Looks) -> Result<Option<i64>, StoreError> {
     let Some(row) = reads
         .run(async |client| Ok(client.query_opt(looks.view.as_str(), &[]).await?))
