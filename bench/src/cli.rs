@@ -354,8 +354,10 @@ pub struct SeedArgs {
     /// How stored readings are counted afterwards.
     #[arg(long, value_enum, default_value_t = VerifyMode::Auto)]
     pub verify: VerifyMode,
-    /// Save the seeded devices to this fleet file, so that `reads --upload-owner <owner>
-    /// --upload-fleet FILE` uploads from the very devices whose history it reads.
+    /// Fleet file: when it exists and holds enough devices of --owner, seed those (a second,
+    /// later period of the same devices); else register new ones and save them here, so that
+    /// `reads --upload-owner <owner> --upload-fleet FILE` uploads from the very devices whose
+    /// history it reads.
     #[arg(long, value_name = "FILE")]
     pub fleet: Option<PathBuf>,
 }

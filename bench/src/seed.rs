@@ -18,7 +18,7 @@ use serde_json::json;
 
 use crate::cli::SeedArgs;
 use crate::client::Target;
-use crate::fleet::{owner_token, register, Registration};
+use crate::fleet::{load_or_register, owner_token, Registration};
 use crate::generator::{Schedule, UploadWorkload};
 use crate::load::Plan;
 use crate::verify::{Counter, Verdict};
@@ -51,9 +51,10 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
     // The last reading of each device is one interval before now; the first lies within --days.
     let start = started_at - step * i32::try_from(per_device).unwrap_or(i32::MAX);
 
-    let obtained = register(
+    let obtained = load_or_register(
         &target,
         &token,
+        args.fleet.as_ref(),
         &Registration {
             owner: args.owner.clone(),
             count: devices,
@@ -64,14 +65,28 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
     )
     .await?;
     let fleet = &obtained.fleet;
-    if let Some(path) = &args.fleet {
-        fleet.save(path)?;
+    if fleet.owner != args.owner {
+        return Err(format!(
+            "the fleet file holds devices of {}, not of --owner {}",
+            fleet.owner, args.owner
+        )
+        .into());
     }
     let counter = Counter::resolve(args.verify, &args.target.data_dir, &token)?;
     let counter = match counter {
         // The API counts only the last hour: useless for a year of history.
         Counter::Api { .. } => Counter::None,
         other => other,
+    };
+    // A reused fleet already holds readings (an earlier seed of an older period): only what this
+    // run adds is compared with what it acknowledged.
+    let before = if obtained.registered {
+        Vec::new()
+    } else {
+        counter
+            .count(&target, &fleet.devices)
+            .await?
+            .unwrap_or_default()
     };
 
     let plan = Plan {
@@ -109,7 +124,7 @@ pub async fn run(args: &SeedArgs) -> Result<serde_json::Value, BoxError> {
     let verdict = counter
         .count(&target, &fleet.devices)
         .await?
-        .map(|after| Verdict::compare(counter.name(), &workload.acks(), &[], &after));
+        .map(|after| Verdict::compare(counter.name(), &workload.acks(), &before, &after));
     let complete = summary.recorder.ok() == total;
 
     println!("{}", summary.render());
