@@ -18,7 +18,7 @@
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
 //! - Timelines, custom ranges and the current snapshot's hour sum QuestDB's materialized view
 //!   `{table}_15m` (schema 003: per device and quarter hour, count and sums), with the raw readings
-//!   of the quarter hours it may not have refreshed yet ([`view_lag`]).
+//!   of the quarter hours it may not have refreshed yet ([`view_ranges`], [`Visibility`]).
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
 //!   read names its devices, taken from the device store) and stay in the table until the raw
 //!   retention, the table's TTL, drops their partition (the view keeps its rows).
@@ -31,7 +31,7 @@ mod reading_store;
 mod sink;
 mod spool;
 mod spooled;
-mod view_lag;
+mod view_ranges;
 mod visibility;
 
 use std::path::Path;

@@ -15,7 +15,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::spool::Spool;
-use super::view_lag::view_name;
+use super::view_ranges::view_name;
 use super::visibility::Visibility;
 use super::{device_list, literal, micros_literal, TableName};
 use crate::domain::timeline::Interval;
@@ -84,7 +84,7 @@ impl QuestDbReadings {
     /// The rows of `SELECT {leading}<count, sums> FROM <source> WHERE device IN (devices) AND at
     /// in the range {tail}` for every source of `[start, end)` (microseconds): the quarter-hour
     /// view for the whole quarter hours it holds every acknowledged reading of, the raw readings
-    /// for the rest ([`ViewLag::sources`](super::view_lag::ViewLag::sources)). The queries run
+    /// for the rest ([`Visibility::view_sources`]). The queries run
     /// concurrently; the count and sums start at the column after `leading`'s.
     async fn sums(
         &self,
@@ -96,8 +96,7 @@ impl QuestDbReadings {
         self.settle(devices).await;
         let sources = self
             .visibility
-            .view_lag()
-            .sources(start, end, devices.len())
+            .view_sources(start, end, devices.len())
             .await;
         let list = device_list(devices);
         let select = |sums: &str, from: &str, (from_at, to_at): (i64, i64)| {

@@ -1,32 +1,48 @@
-//! Read-your-writes on QuestDB without a wait on the write path.
+//! Read-your-writes on QuestDB without a wait on the write path: what this process acknowledged,
+//! and how much of it QuestDB has made readable, in the table and in its quarter-hour view.
 //!
 //! An ILP/HTTP flush into a WAL table is acknowledged once its transaction is committed to the
 //! WAL and numbered by the table's sequencer; QuestDB applies it to the table (makes it readable)
-//! a little later, on its own. The sink answers uploads at the acknowledgement and records it here
-//! ([`Visibility::acknowledged`]): a generation number, and for each device of the batch the
-//! latest generation that touched it. A tracker task follows QuestDB's apply progress
-//! (`wal_tables()`: the writer's transaction against the sequencer's) and publishes the highest
-//! generation known to be applied — at once when a read waits, otherwise once every
-//! [`FORGET_EVERY`] to forget applied batches — so a write-only load costs QuestDB one query a
-//! second, not one per batch.
+//! a little later, and refreshes the materialized view `{table}_15m` from it later still, both on
+//! its own. The sink answers uploads at the acknowledgement and records it here
+//! ([`Visibility::acknowledged`]): a generation number, for each device of the batch the latest
+//! generation that touched it, and for each UTC quarter hour it wrote into the same.
 //!
-//! A read first calls [`Visibility::settle`] with the devices it reads: it waits only when one of
-//! them has an acknowledged batch that may not be applied yet, and only until it is (at most
-//! [`VISIBILITY_WAIT`]). What this guarantees:
+//! One tracker task follows both with one query (`wal_tables()` joined with
+//! `materialized_views()`): at a look it notes the generation acknowledged so far and the
+//! sequencer's transaction — every batch up to that generation has its transaction at most there
+//! — and publishes the generation as *applied* once the table's writer reached the transaction,
+//! as *refreshed* once the view's `refresh_base_table_txn` did, forgetting the devices and quarter
+//! hours no later batch touched in the same locked step. It looks every few milliseconds while a
+//! read waits or a goal is open, every [`LOOK_PENDING`] while quarter hours are recorded, and
+//! otherwise every [`LOOK_IDLE`] (to notice an invalidated view), so a write-only load costs
+//! QuestDB a few queries a second, not one per batch.
+//!
+//! A read first calls [`Visibility::settle`] with its devices: it waits only when one of them has
+//! an acknowledged batch that may not be applied yet, and only until it is (at most
+//! [`VISIBILITY_WAIT`]). A read of sums then asks [`Visibility::view_sources`] which of its
+//! quarter hours to take from the view: those a batch the view may lack wrote into are summed
+//! from the raw readings instead — or, for a fleet ([`WAIT_FROM`] devices or more), whose raw
+//! quarter hour under a heavy load costs seconds, it first waits for the view (at most
+//! [`VIEW_WAIT`]). What this guarantees:
 //!
 //! - a read in this process that starts after a 201 of this process includes that reading;
-//! - a read of devices without such a batch never waits, so reads of other devices are not slowed
-//!   by the upload load;
-//! - across processes (replicas), a reading is readable once QuestDB applied it (`bench/RESULTS.md`
-//!   measures that lag); the wait is per process because the acknowledgements are.
+//! - a read of devices without such a batch never waits for the apply, so reads of other devices
+//!   are not slowed by the upload load;
+//! - across processes (replicas), a reading is readable once QuestDB applied it, and reaches
+//!   timelines once QuestDB refreshed the view with it (`bench/RESULTS.md` measures both lags);
+//! - while the view is `invalid` (an operator's `DROP PARTITION` invalidates it, until `REFRESH
+//!   MATERIALIZED VIEW … FULL`), and until it has caught up with the table once (QuestDB builds
+//!   it over an existing table in the background, showing its rows so far), sums come from raw
+//!   readings only.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
 
-use super::view_lag::ViewLag;
+use super::view_ranges::{quarter_of, view_name, Sources};
 use super::TableName;
 use crate::domain::{DeviceUuid, StoredReading};
 use crate::store::postgres::BoundedPool;
@@ -35,28 +51,36 @@ use crate::store::StoreError;
 /// Longest wait of a read for QuestDB to apply what this process acknowledged; past it the read
 /// goes ahead (the data is durable either way) and a warning is logged.
 const VISIBILITY_WAIT: Duration = Duration::from_secs(2);
-/// First and longest pause between two looks at QuestDB's apply progress.
+/// Longest wait of a fleet's read for the view to hold what this process acknowledged before it;
+/// past it the quarter hours the view may lack are read raw.
+const VIEW_WAIT: Duration = Duration::from_secs(1);
+/// Reads of this many devices or more wait for the view rather than sum raw quarter hours.
+const WAIT_FROM: usize = 100;
+/// Pauses between looks while a goal is open: from the first to the longest, doubling; a read
+/// that starts waiting brings the next look forward to the first pause. The apply takes
+/// milliseconds, the view's refresh up to seconds under load.
 const POLL_FIRST: Duration = Duration::from_millis(1);
-const POLL_MAX: Duration = Duration::from_millis(5);
-/// Pause after a failed look (QuestDB unreachable); the next look comes with the next waiting
-/// read or the next [`FORGET_EVERY`].
-const POLL_FAILED: Duration = Duration::from_millis(100);
-/// How often the tracker looks without a waiting read, which bounds the devices remembered.
-const FORGET_EVERY: Duration = Duration::from_secs(1);
+const POLL_APPLY_MAX: Duration = Duration::from_millis(5);
+const POLL_VIEW_MAX: Duration = Duration::from_millis(20);
+/// Pause between looks while quarter hours are recorded (or the view cannot be read), without an
+/// open goal, and otherwise.
+const LOOK_PENDING: Duration = Duration::from_millis(100);
+const LOOK_IDLE: Duration = Duration::from_secs(1);
 
-/// Acknowledged generations and which devices they touched; shared by the sinks, the reads and
-/// the tracker. Cheap to clone.
+/// Acknowledged batches, and what of them QuestDB made readable; shared by the sinks, the reads
+/// and the tracker. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Visibility {
     shared: Arc<Shared>,
-    view_lag: ViewLag,
 }
 
 #[derive(Debug)]
 struct Shared {
     state: Mutex<Acknowledged>,
-    /// The highest generation known to be applied.
+    /// The highest generation known to be applied to the table.
     applied: watch::Sender<u64>,
+    /// The highest generation the view is known to hold.
+    refreshed: watch::Sender<u64>,
     /// Wakes the tracker: a read waits, or the last handle is gone.
     wake: Arc<Notify>,
 }
@@ -66,7 +90,12 @@ struct Acknowledged {
     /// Generations handed out so far (one per acknowledged batch).
     generation: u64,
     /// Per device, the latest generation that touched it, while it may not be applied.
-    pending: HashMap<DeviceUuid, u64>,
+    devices: HashMap<DeviceUuid, u64>,
+    /// Per quarter hour, the latest generation that wrote into it, while the view may lack it.
+    quarters: BTreeMap<i64, u64>,
+    /// Whether the view can be read: it had caught up with the table at a look (or at the start)
+    /// and was not `invalid` at the last one.
+    view_valid: bool,
 }
 
 impl Drop for Shared {
@@ -76,53 +105,62 @@ impl Drop for Shared {
 }
 
 impl Visibility {
-    /// Starts the tracker of `table` on the current runtime, looking through `reads`, with the
-    /// tracker of its quarter-hour view ([`ViewLag::start`]); they stop once every handle is
-    /// dropped.
+    /// Looks at `table` and its view once, then starts the tracker on the current runtime,
+    /// looking through `reads`; it stops once every handle is dropped.
     pub async fn start(reads: BoundedPool, table: &TableName) -> Result<Self, StoreError> {
+        let look = format!(
+            "SELECT w.sequencerTxn, w.writerTxn, v.view_status, v.refresh_base_table_txn \
+             FROM wal_tables() w LEFT JOIN materialized_views() v ON v.view_name = '{}' \
+             WHERE w.name = '{table}'",
+            view_name(table.as_str())
+        );
+        // A view QuestDB is still building (at its creation over an existing table, or after a
+        // full refresh) shows its rows so far and `refreshing`: it counts only once it caught up.
+        let marks = Marks::look(&reads, &look).await?;
+        let view_valid = marks.view.is_some_and(|view| view >= marks.sequencer);
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
-            state: Mutex::default(),
+            state: Mutex::new(Acknowledged {
+                view_valid,
+                ..Acknowledged::default()
+            }),
             applied: watch::Sender::new(0),
+            refreshed: watch::Sender::new(0),
             wake: Arc::clone(&wake),
         });
-        let query =
-            format!("SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{table}'");
-        let view_lag = ViewLag::start(reads.clone(), table.as_str()).await?;
-        tokio::spawn(track(Arc::downgrade(&shared), wake, reads, query));
-        Ok(Self { shared, view_lag })
+        tokio::spawn(track(Arc::downgrade(&shared), wake, reads, look));
+        Ok(Self { shared })
     }
 
-    /// Records a batch QuestDB acknowledged: the devices of its readings, and (for the
-    /// quarter-hour view, [`ViewLag`]) their times. Called before the batch's uploads are
-    /// answered.
+    /// Records a batch QuestDB acknowledged: the devices of its readings and the quarter hours
+    /// they fall in. Called before the batch's uploads are answered.
     pub fn acknowledged(&self, batch: &[StoredReading]) {
-        self.view_lag
-            .written(batch.iter().map(|row| row.at.timestamp_micros()));
-        let mut state = self.lock();
+        let mut state = lock(&self.shared);
         state.generation += 1;
         let generation = state.generation;
+        // A batch's readings mostly share a quarter hour: one map insert per run of them.
+        let mut last_quarter = None;
         for row in batch {
-            state.pending.insert(row.device, generation);
+            state.devices.insert(row.device, generation);
+            let quarter = quarter_of(row.at.timestamp_micros());
+            if last_quarter != Some(quarter) {
+                state.quarters.insert(quarter, generation);
+                last_quarter = Some(quarter);
+            }
         }
-    }
-
-    /// What the quarter-hour view may lack of this process's acknowledged batches.
-    pub fn view_lag(&self) -> &ViewLag {
-        &self.view_lag
     }
 
     /// Waits until every batch this process acknowledged for any of `devices` is readable (at
     /// most [`VISIBILITY_WAIT`]).
     pub async fn settle(&self, devices: &[DeviceUuid]) {
         let target = {
-            let state = self.lock();
-            if state.pending.is_empty() {
+            let state = lock(&self.shared);
+            if state.devices.is_empty() {
                 return;
             }
             devices
                 .iter()
-                .filter_map(|device| state.pending.get(device))
+                .filter_map(|device| state.devices.get(device))
                 .max()
                 .copied()
         };
@@ -138,13 +176,50 @@ impl Visibility {
         .await;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Acknowledged> {
-        // The state stays consistent whatever a panicking holder did: each update is one step.
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// How to read `[start, end)` (microseconds) for `devices` devices: whole quarter hours the
+    /// view holds every reading acknowledged before this call of from the view, the rest from the
+    /// raw readings. For [`WAIT_FROM`] devices or more, waits for the view first when it may lack
+    /// such a reading (at most [`VIEW_WAIT`]).
+    pub async fn view_sources(&self, start: i64, end: i64, devices: usize) -> Sources {
+        // The tracker forgets a quarter hour in the same step as it publishes the generation
+        // that covers it, so every quarter hour still recorded is one the view may lack.
+        let quarters = quarter_of(start)..=quarter_of(end - 1);
+        let needed = {
+            let state = lock(&self.shared);
+            if !state.view_valid {
+                return Sources::split(start, end, None);
+            }
+            state
+                .quarters
+                .range(quarters.clone())
+                .map(|(_, generation)| *generation)
+                .max()
+        };
+        let Some(needed) = needed else {
+            return Sources::split(start, end, Some(&[]));
+        };
+        if devices >= WAIT_FROM {
+            let mut refreshed = self.shared.refreshed.subscribe();
+            self.shared.wake.notify_one();
+            let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
+            if waited.await.is_ok() {
+                return Sources::split(start, end, Some(&[]));
+            }
+        }
+        // A quarter hour's latest generation may hide an earlier one this read needs: every one
+        // still recorded is read raw.
+        let pending: Vec<i64> = lock(&self.shared)
+            .quarters
+            .range(quarters)
+            .map(|(quarter, _)| *quarter)
+            .collect();
+        Sources::split(start, end, Some(&pending))
     }
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Acknowledged> {
+    // Each update is one step, so the state stays consistent whatever a panicking holder did.
+    shared.state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Waits until `mark` reaches `target`, at most [`VISIBILITY_WAIT`]; when it has not yet, first
@@ -168,78 +243,142 @@ pub(super) async fn wait_for_mark<T: PartialOrd + Copy>(
     }
 }
 
-/// The tracker: when a read waits (or [`FORGET_EVERY`] passed) and generations are acknowledged
-/// but not known applied, waits until QuestDB applied every transaction its sequencer had
-/// numbered when it looked, then publishes them. A read that starts waiting meanwhile leaves a
-/// wake-up behind, so it gets a look of its own right after.
-async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, query: String) {
-    loop {
-        // Timing out only means it is time to forget what was applied meanwhile.
-        let _ = tokio::time::timeout(FORGET_EVERY, wake.notified()).await;
-        let Some(handle) = shared.upgrade() else {
-            return;
+/// Where QuestDB stands at one look.
+#[derive(Debug, Clone, Copy)]
+struct Marks {
+    /// The latest transaction the table's sequencer numbered.
+    sequencer: i64,
+    /// The latest transaction applied to the table.
+    writer: i64,
+    /// The table's transaction the view is refreshed through (-1 before its first refresh);
+    /// `None` when the view is invalid or missing.
+    view: Option<i64>,
+}
+
+impl Marks {
+    /// One look; a missing table (dropped) counts as everything applied and no view.
+    async fn look(reads: &BoundedPool, look: &str) -> Result<Self, StoreError> {
+        let Some(row) = reads
+            .run(async |client| Ok(client.query_opt(look, &[]).await?))
+            .await?
+        else {
+            return Ok(Self {
+                sequencer: 0,
+                writer: i64::MAX,
+                view: None,
+            });
         };
-        let target = handle
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .generation;
-        if target <= *handle.applied.borrow() {
-            continue;
-        }
-        drop(handle);
-        // Every batch up to `target` was acknowledged before this look, so its transaction is at
-        // most the sequencer's number seen now.
-        match applied_through_now(&reads, &query, &shared).await {
-            Ok(true) => {
-                let Some(handle) = shared.upgrade() else {
-                    return;
-                };
-                handle
-                    .state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .pending
-                    .retain(|_, generation| *generation > target);
-                handle.applied.send_replace(target);
+        // `refreshing` is a valid view in the middle of a refresh (most of the time under a
+        // steady load); only `invalid` means its rows cannot be trusted.
+        let status: Option<String> = row.try_get(2)?;
+        let view = match status {
+            Some(status) if status != "invalid" => {
+                Some(row.try_get::<_, Option<i64>>(3)?.unwrap_or(-1))
             }
-            Ok(false) => return,
-            Err(error) => {
-                tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply");
-                tokio::time::sleep(POLL_FAILED).await;
-            }
-        }
+            _ => None,
+        };
+        Ok(Self {
+            sequencer: row.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
+            writer: row.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
+            view,
+        })
     }
 }
 
-/// Waits until QuestDB's table writer reached the sequencer transaction current at the first
-/// look; `Ok(false)` when every handle is gone meanwhile. The apply may lag for long, so each
-/// look, not the wait, is bounded.
-async fn applied_through_now(
-    reads: &BoundedPool,
-    query: &str,
-    shared: &Weak<Shared>,
-) -> Result<bool, StoreError> {
-    let mut goal: Option<i64> = None;
-    let mut pause = POLL_FIRST;
+/// A generation and the sequencer transaction seen after it was acknowledged: once a mark
+/// reaches the transaction, it holds every batch up to the generation.
+#[derive(Debug, Clone, Copy)]
+struct Goal {
+    generation: u64,
+    txn: i64,
+}
+
+/// The tracker: at each look, opens a goal for the table's apply and one for the view's refresh
+/// when generations are not known to have reached them, and publishes each goal its mark reached.
+async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look: String) {
+    let mut apply: Option<Goal> = None;
+    let mut view: Option<Goal> = None;
+    // The first look comes at once: the view may not be readable until one saw it caught up.
+    let mut pause = Duration::ZERO;
     loop {
-        let look = reads
-            .run(async |client| Ok(client.query_opt(query, &[]).await?))
-            .await?;
-        let Some(row) = look else {
-            // The table is gone (dropped): nothing is left to wait for.
-            return Ok(true);
+        // Timing out only means it is time for the next look.
+        let woken = tokio::time::timeout(pause, wake.notified()).await.is_ok();
+        let Some(handle) = shared.upgrade() else {
+            return;
         };
-        let writer: Option<i64> = row.try_get(0)?;
-        let sequencer: Option<i64> = row.try_get(1)?;
-        let goal = *goal.get_or_insert(sequencer.unwrap_or(0));
-        if writer.unwrap_or(0) >= goal {
-            return Ok(true);
+        // Read before the look: every batch up to it was acknowledged already.
+        let generation = lock(&handle).generation;
+        drop(handle);
+        let marks = Marks::look(&reads, &look).await;
+        let Some(handle) = shared.upgrade() else {
+            return;
+        };
+        let mut state = lock(&handle);
+        let marks = match marks {
+            Ok(marks) => marks,
+            Err(error) => {
+                tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply and view refresh");
+                state.view_valid = false;
+                // The next look comes with the next waiting read or after the pause.
+                pause = LOOK_PENDING;
+                continue;
+            }
+        };
+        let goal = Goal {
+            generation,
+            txn: marks.sequencer,
+        };
+        if generation > *handle.applied.borrow() {
+            apply.get_or_insert(goal);
         }
-        if shared.strong_count() == 0 {
-            return Ok(false);
+        if generation > *handle.refreshed.borrow() || !state.view_valid {
+            view.get_or_insert(goal);
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(POLL_MAX);
+        if let Some(reached) = apply.filter(|goal| marks.writer >= goal.txn) {
+            state
+                .devices
+                .retain(|_, generation| *generation > reached.generation);
+            handle.applied.send_replace(reached.generation);
+            apply = None;
+        }
+        match marks.view {
+            None => {
+                if state.view_valid {
+                    tracing::warn!(
+                        "QuestDB's quarter-hour view is invalid; timelines read raw readings \
+                         until it is refreshed (REFRESH MATERIALIZED VIEW … FULL)"
+                    );
+                }
+                state.view_valid = false;
+                view = None;
+            }
+            Some(refreshed) => {
+                if let Some(reached) = view.filter(|goal| refreshed >= goal.txn) {
+                    state.view_valid = true;
+                    state
+                        .quarters
+                        .retain(|_, generation| *generation > reached.generation);
+                    handle.refreshed.send_if_modified(|held| {
+                        let moved = *held < reached.generation;
+                        *held = (*held).max(reached.generation);
+                        moved
+                    });
+                    view = None;
+                }
+            }
+        }
+        let ceiling = if apply.is_some() {
+            Some(POLL_APPLY_MAX)
+        } else if view.is_some() {
+            Some(POLL_VIEW_MAX)
+        } else {
+            None
+        };
+        pause = match ceiling {
+            Some(_) if woken => POLL_FIRST,
+            Some(ceiling) => (pause * 2).clamp(POLL_FIRST, ceiling),
+            None if state.quarters.is_empty() && state.view_valid => LOOK_IDLE,
+            None => LOOK_PENDING,
+        };
     }
 }
