@@ -24,6 +24,7 @@ mod migrate_progress;
 mod outage;
 mod pipeline;
 mod retention;
+mod rollups;
 
 fn main() -> std::process::ExitCode {
     trials::run()

@@ -86,10 +86,13 @@ impl TestTable {
 
 impl Drop for TestTable {
     fn drop(&mut self) {
-        clean_up(
-            &self.pg,
-            format!("DROP MATERIALIZED VIEW IF EXISTS {}_15m", self.name),
-        );
+        // Views first: the hour and day views are built on the quarter-hour view.
+        for view in ["1h", "1d", "15m"] {
+            clean_up(
+                &self.pg,
+                format!("DROP MATERIALIZED VIEW IF EXISTS {}_{view}", self.name),
+            );
+        }
         clean_up(&self.pg, format!("DROP TABLE IF EXISTS {}", self.name));
     }
 }

@@ -16,9 +16,11 @@
 //!   first waits for the spooled rows of the devices it reads to be acknowledged).
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
-//! - Timelines, custom ranges and the current snapshot's hour sum QuestDB's materialized view
-//!   `{table}_15m` (schema 003: per device and quarter hour, count and sums), with the raw readings
-//!   of the quarter hours it may not have refreshed yet ([`view_ranges`], [`Visibility`]).
+//! - Timelines, custom ranges and the current snapshot's hour sum QuestDB's materialized views:
+//!   `{table}_15m` (schema 003: per device and quarter hour, count and sums), and `{table}_1h` and
+//!   `{table}_1d` derived from it once each hour or day has passed (schema 004) — whole UTC days
+//!   from the day view, a zone's day edges from the hours — with the raw readings of the quarter
+//!   hours the views may not have refreshed yet ([`view_ranges`], [`Visibility`]).
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
 //!   read names its devices, taken from the device store) and stay in the table until the raw
 //!   retention, the table's TTL, drops their partition (the view keeps its rows).
@@ -52,6 +54,7 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/questdb/001_readings.sql"),
     include_str!("../../../schema/questdb/002_dedup_by_measured_at.sql"),
     include_str!("../../../schema/questdb/003_quarter_hours.sql"),
+    include_str!("../../../schema/questdb/004_hours_and_days.sql"),
 ];
 
 /// Connections to QuestDB's PG wire kept by one process.

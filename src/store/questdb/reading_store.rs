@@ -6,7 +6,7 @@
 //! through a spool, then [`Visibility::settle`]), so it includes every reading this process
 //! acknowledged for them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
@@ -15,10 +15,9 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::spool::Spool;
-use super::view_ranges::view_name;
+use super::view_ranges::{coarse_view_names, cover, view_name, Piece, Source};
 use super::visibility::Visibility;
 use super::{device_list, literal, micros_literal, TableName};
-use crate::domain::timeline::Interval;
 use crate::domain::{
     Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
 };
@@ -44,6 +43,8 @@ pub struct QuestDbReadings {
     table: TableName,
     /// The quarter-hour view of `table`.
     view: String,
+    /// Its hour and day views.
+    coarse: [String; 2],
     visibility: Visibility,
     spool: Option<Spool>,
 }
@@ -59,6 +60,7 @@ impl QuestDbReadings {
     ) -> Self {
         Self {
             view: view_name(table.as_str()),
+            coarse: coarse_view_names(table.as_str()),
             pool,
             table,
             visibility,
@@ -81,46 +83,107 @@ impl QuestDbReadings {
         self.visibility.settle(devices).await;
     }
 
-    /// The rows of `SELECT {leading}<count, sums> FROM <source> WHERE device IN (devices) AND at
-    /// in the range {tail}` for every source of `[start, end)` (microseconds): the quarter-hour
-    /// view for the whole quarter hours it holds every acknowledged reading of, the raw readings
-    /// for the rest ([`Visibility::view_sources`]). The queries run
-    /// concurrently; the count and sums start at the column after `leading`'s.
-    async fn sums(
+    /// The sums of each of `buckets` (`[start, end)` in microseconds, ascending and contiguous)
+    /// for `devices`: each bucket [`cover`]ed by rows of the views and raw readings as
+    /// [`Visibility::coverage`] allows, one query per view and one per run of raw readings, run
+    /// concurrently.
+    async fn bucket_sums(
         &self,
         devices: &[DeviceUuid],
-        (start, end): (i64, i64),
-        leading: &str,
-        tail: &str,
-    ) -> Result<Vec<Row>, StoreError> {
-        self.settle(devices).await;
-        let sources = self
-            .visibility
-            .view_sources(start, end, devices.len())
-            .await;
-        let list = device_list(devices);
-        let select = |sums: &str, from: &str, (from_at, to_at): (i64, i64)| {
-            format!(
-                "SELECT {leading}{sums} FROM {from} WHERE device IN ({list}) \
-                 AND at >= {} AND at < {} {tail}",
-                micros_literal(from_at),
-                micros_literal(to_at)
-            )
+        buckets: &[(i64, i64)],
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
+            return Ok(Vec::new());
         };
-        let queries: Vec<String> = sources
-            .view
+        self.settle(devices).await;
+        let coverage = self
+            .visibility
+            .coverage(first.0, last.1, devices.len())
+            .await;
+        let covers: Vec<Vec<Piece>> = buckets
             .iter()
-            .map(|range| select(&VIEW_SUMS, &self.view, *range))
-            .chain(
-                sources
-                    .raw
-                    .iter()
-                    .map(|range| select(&SUMS, self.table.as_str(), *range)),
-            )
+            .map(|(start, end)| cover(*start, *end, &coverage))
             .collect();
-        let results =
-            futures_util::future::try_join_all(queries.iter().map(|sql| self.run(sql))).await?;
-        Ok(results.into_iter().flatten().collect())
+        let mut rows: BTreeMap<Source, BTreeSet<i64>> = BTreeMap::new();
+        let mut raw: Vec<(i64, i64)> = Vec::new();
+        for piece in covers.iter().flatten() {
+            if piece.source == Source::Raw {
+                match raw.last_mut() {
+                    Some(run) if run.1 == piece.from => run.1 = piece.to,
+                    _ => raw.push((piece.from, piece.to)),
+                }
+            } else {
+                rows.entry(piece.source).or_default().insert(piece.from);
+            }
+        }
+        let list = device_list(devices);
+        let view_queries = rows.iter().map(|(source, starts)| {
+            let sql = format!(
+                "SELECT at, {} FROM {} WHERE device IN ({list}) AND {} GROUP BY at",
+                *VIEW_SUMS,
+                self.view_of(*source),
+                rows_filter(starts, source.length())
+            );
+            async move { Ok::<_, StoreError>((*source, self.run(&sql).await?)) }
+        });
+        let raw_queries = raw.iter().map(|(from, to)| {
+            let sql = format!(
+                "SELECT at, {} FROM {} WHERE device IN ({list}) AND at >= {} AND at < {} \
+                 SAMPLE BY 15m ALIGN TO CALENDAR",
+                *SUMS,
+                self.table,
+                micros_literal(*from),
+                micros_literal(*to)
+            );
+            async move { self.run(&sql).await }
+        });
+        let (viewed, raw_rows) = futures_util::future::try_join(
+            futures_util::future::try_join_all(view_queries),
+            futures_util::future::try_join_all(raw_queries),
+        )
+        .await?;
+        let mut held: HashMap<(Source, i64), Aggregate> = HashMap::new();
+        for (source, rows) in &viewed {
+            for row in rows {
+                let at = utc(row.try_get(0)?).timestamp_micros();
+                held.insert((*source, at), aggregate(row, 1)?);
+            }
+        }
+        let mut sums = vec![Aggregate::default(); buckets.len()];
+        // Additions before what is taken away: a count never drops below zero on the way.
+        for negative in [false, true] {
+            for (bucket, pieces) in sums.iter_mut().zip(&covers) {
+                for piece in pieces.iter().filter(|piece| piece.negative == negative) {
+                    let Some(rows) = held.get(&(piece.source, piece.from)) else {
+                        continue;
+                    };
+                    if negative {
+                        *bucket -= *rows;
+                    } else {
+                        *bucket += *rows;
+                    }
+                }
+            }
+        }
+        for row in raw_rows.iter().flatten() {
+            // A raw quarter hour clipped by the first bucket's start belongs to it.
+            let at = utc(row.try_get(0)?).timestamp_micros().max(first.0);
+            let index = buckets.partition_point(|(start, _)| *start <= at);
+            if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
+                *slot += aggregate(row, 1)?;
+            }
+        }
+        Ok(sums)
+    }
+
+    /// The view that holds the rows of `source`.
+    fn view_of(&self, source: Source) -> &str {
+        match source {
+            Source::Raw => self.table.as_str(),
+            Source::Quarter => &self.view,
+            Source::Hour => &self.coarse[0],
+            Source::Day => &self.coarse[1],
+        }
     }
 
     async fn run(&self, sql: &str) -> Result<Vec<Row>, StoreError> {
@@ -128,6 +191,29 @@ impl QuestDbReadings {
             .run(async |client| Ok(client.query(sql, &[]).await?))
             .await
     }
+}
+
+/// The `at` condition that selects view rows starting at `starts` (each `length` long): one
+/// range when they are most of the rows between the first and the last, the list otherwise (a
+/// year of Berlin days reads 367 edge hours, not 8,784).
+fn rows_filter(starts: &BTreeSet<i64>, length: i64) -> String {
+    let (Some(first), Some(last)) = (starts.first(), starts.last()) else {
+        return "false".to_owned();
+    };
+    let spanned = (last - first) / length + 1;
+    if i64::try_from(starts.len())
+        .unwrap_or(i64::MAX)
+        .saturating_mul(2)
+        >= spanned
+    {
+        return format!(
+            "at >= {} AND at < {}",
+            micros_literal(*first),
+            micros_literal(last + length)
+        );
+    }
+    let list: Vec<String> = starts.iter().map(|at| micros_literal(*at)).collect();
+    format!("at IN ({})", list.join(", "))
 }
 
 /// Where a page of an export starts.
@@ -305,13 +391,11 @@ impl ReadingStore for QuestDbReadings {
         }
         // `(after, until]` is `[after + 1 µs, until + 1 µs)`: instants are whole microseconds.
         let range = (after.timestamp_micros() + 1, until.timestamp_micros() + 1);
-        self.sums(devices, range, "", "").await?.iter().try_fold(
-            Aggregate::default(),
-            |mut total, row| {
-                total += aggregate(row, 0)?;
-                Ok(total)
-            },
-        )
+        Ok(self
+            .bucket_sums(devices, &[range])
+            .await?
+            .pop()
+            .unwrap_or_default())
     }
 
     async fn buckets(
@@ -319,38 +403,20 @@ impl ReadingStore for QuestDbReadings {
         devices: &[DeviceUuid],
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
-        let mut sums = vec![Aggregate::default(); plan.buckets.len()];
-        let Some((start, end)) = plan.span() else {
-            return Ok(sums);
-        };
         if devices.is_empty() {
-            return Ok(sums);
+            return Ok(vec![Aggregate::default(); plan.buckets.len()]);
         }
-        // Calendar hours of a zone are unions of UTC quarter hours (every offset is a multiple of
-        // 15 minutes), which sidesteps how a database buckets the repeated hour of a DST change.
-        // Days and months are sampled in the zone itself.
-        let sample = match plan.interval {
-            Interval::Hour => "SAMPLE BY 15m ALIGN TO CALENDAR".to_owned(),
-            Interval::Day => format!(
-                "SAMPLE BY 1d ALIGN TO CALENDAR TIME ZONE '{}'",
-                plan.tz.name()
-            ),
-            Interval::Month => format!(
-                "SAMPLE BY 1M ALIGN TO CALENDAR TIME ZONE '{}'",
-                plan.tz.name()
-            ),
-        };
-        let range = (start.timestamp_micros(), end.timestamp_micros());
-        let rows = self.sums(devices, range, "at, ", &sample).await?;
-        for row in &rows {
-            // A group of a clipped first month starts before the range: it belongs to bucket 0.
-            let at = utc(row.try_get(0)?).max(start);
-            let index = plan.buckets.partition_point(|bucket| bucket.start <= at);
-            if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
-                *slot += aggregate(row, 1)?;
-            }
-        }
-        Ok(sums)
+        let buckets: Vec<(i64, i64)> = plan
+            .buckets
+            .iter()
+            .map(|bucket| {
+                (
+                    bucket.start.timestamp_micros(),
+                    bucket.end.timestamp_micros(),
+                )
+            })
+            .collect();
+        self.bucket_sums(devices, &buckets).await
     }
 
     async fn latest_located(

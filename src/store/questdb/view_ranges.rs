@@ -1,127 +1,441 @@
-//! The quarter-hour view's geometry: its name, its buckets, and which parts of a read's range
-//! come from it and which from the raw readings.
+//! The views' geometry: their names, their buckets, and which piece of a read comes from which
+//! view and which from the raw readings.
 //!
-//! Timelines, custom ranges and the current snapshot's hour sum QuestDB's materialized view
-//! `{table}_15m` (schema 003: per device and UTC quarter hour, the count and each value's sum).
-//! Every zone's hours, days and months are unions of UTC quarter hours, so a read takes the whole
-//! quarter hours of its range from the view and only the ends that are not whole quarter hours,
-//! and the quarter hours the view may not hold yet ([`super::Visibility::view_sources`]), from
-//! the raw readings.
+//! QuestDB keeps three materialized views of the readings table (schemas 003 and 004), each per
+//! device and UTC slot with the readings' count and the sum of each value: quarter hours
+//! (`{table}_15m`, refreshed after every commit), and hours and days (`{table}_1h`, `{table}_1d`,
+//! derived from the quarter hours once each hour or day has passed, and again when a late reading
+//! lands in one). Every zone's hours, days and months are unions of UTC quarter hours, so a read
+//! could sum quarter hours alone — a year of them for 20 devices is 700,800 rows. Instead each
+//! bucket is [`cover`]ed like the embedded store's rollups: whole UTC days from the day view, the
+//! time between a bucket edge and its nearest midnight in hours (added, or taken away from a day
+//! that reaches past the edge), quarter hours where an offset is not whole hours, and raw
+//! readings for the ends that are not whole quarter hours and the quarter hours the quarter-hour
+//! view may lack. A Berlin month reads about 30 day rows and 2 hour rows per device.
+//!
+//! What a view may lack comes from [`super::Visibility::coverage`]: quarter hours this process
+//! wrote into that the quarter-hour view may not have refreshed yet (read raw), those the hour and
+//! day views may not have taken from it yet (their hours and days are read finer), and how far
+//! the hour and day views have derived passed periods at all.
 
-/// A quarter hour in microseconds, the view's bucket.
-const QUARTER_MICROS: i64 = 15 * 60 * 1_000_000;
+use std::collections::BTreeSet;
+
+/// A quarter hour, an hour and a day in microseconds.
+const QUARTER: i64 = 15 * 60 * 1_000_000;
+const HOUR: i64 = 4 * QUARTER;
+const DAY: i64 = 24 * HOUR;
 
 /// The name of the quarter-hour view of `table`.
 pub(super) fn view_name(table: &str) -> String {
     format!("{table}_15m")
 }
 
+/// The names of the hour and the day view of `table`.
+pub(super) fn coarse_view_names(table: &str) -> [String; 2] {
+    [format!("{table}_1h"), format!("{table}_1d")]
+}
+
 /// The quarter hour (its index since the epoch) that the instant `micros` falls in.
 pub(super) fn quarter_of(micros: i64) -> i64 {
-    micros.div_euclid(QUARTER_MICROS)
+    micros.div_euclid(QUARTER)
 }
 
-/// Where a read of one range finds its readings: half-open microsecond ranges, ascending.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Sources {
-    /// Runs of whole quarter hours to sum from the view.
-    pub view: Vec<(i64, i64)>,
-    /// Ranges to sum from the raw readings: the ends that are not whole quarter hours, and the
-    /// quarter hours the view may lack (`pending`; every one when it is `None`).
-    pub raw: Vec<(i64, i64)>,
+/// What the views hold for one read, as [`super::Visibility::coverage`] saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Coverage {
+    /// `None` when the quarter-hour view cannot be read: every piece is raw.
+    pub(super) quarters: Option<QuarterCoverage>,
 }
 
-impl Sources {
-    /// Splits `[start, end)`: quarter hours in `pending` (every one when it is `None`, the view
-    /// cannot be read) and the ends that are not whole quarter hours are raw, the rest the view's.
-    pub(super) fn split(start: i64, end: i64, pending: Option<&[i64]>) -> Self {
-        let mut sources = Self::default();
-        if start >= end {
-            return sources;
+/// What the quarter-hour view, and the hour and day views derived from it, hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct QuarterCoverage {
+    /// Quarter hours (indexes) the quarter-hour view may lack: read raw.
+    pub(super) pending: BTreeSet<i64>,
+    /// `None` when the hour and day views cannot be read.
+    pub(super) coarse: Option<CoarseCoverage>,
+}
+
+/// What the hour and day views hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct CoarseCoverage {
+    /// Quarter hours (indexes) whose hour and day the views may not have taken yet; every
+    /// pending one among them, so an hour or a day a view holds has no raw quarter hour.
+    pub(super) unsettled: BTreeSet<i64>,
+    /// The end (microseconds, exclusive) of the hours the hour view derived.
+    pub(super) hours_to: i64,
+    /// The same of the days the day view derived.
+    pub(super) days_to: i64,
+}
+
+/// Where a piece of a bucket is summed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Source {
+    Raw,
+    Quarter,
+    Hour,
+    Day,
+}
+
+impl Source {
+    /// The time one view row covers.
+    pub(super) fn length(self) -> i64 {
+        match self {
+            Self::Raw | Self::Quarter => QUARTER,
+            Self::Hour => HOUR,
+            Self::Day => DAY,
         }
-        let first =
-            start.div_euclid(QUARTER_MICROS) + i64::from(start.rem_euclid(QUARTER_MICROS) != 0);
-        let last = end.div_euclid(QUARTER_MICROS);
-        let Some(pending) = pending.filter(|_| first < last) else {
-            sources.raw.push((start, end));
-            return sources;
-        };
-        sources.push_raw(start, first * QUARTER_MICROS);
-        let mut run = first;
-        for quarter in pending
-            .iter()
-            .copied()
-            .filter(|q| (first..last).contains(q))
-        {
-            sources.push_view(run * QUARTER_MICROS, quarter * QUARTER_MICROS);
-            sources.push_raw(quarter * QUARTER_MICROS, (quarter + 1) * QUARTER_MICROS);
-            run = quarter + 1;
-        }
-        sources.push_view(run * QUARTER_MICROS, last * QUARTER_MICROS);
-        sources.push_raw(last * QUARTER_MICROS, end);
-        sources
-    }
-
-    fn push_view(&mut self, from: i64, to: i64) {
-        push_merged(&mut self.view, from, to);
-    }
-
-    fn push_raw(&mut self, from: i64, to: i64) {
-        push_merged(&mut self.raw, from, to);
     }
 }
 
-/// Appends `[from, to)` to ascending ranges, joined with the last when they touch; empty ones
-/// are left out.
-fn push_merged(ranges: &mut Vec<(i64, i64)>, from: i64, to: i64) {
-    if from >= to {
-        return;
+/// A part of a bucket: `[from, to)` (microseconds) of one source — one row of a view, or any
+/// range of raw readings — added to the bucket's sums or taken away from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Piece {
+    pub(super) source: Source,
+    pub(super) from: i64,
+    pub(super) to: i64,
+    /// Whether it is taken away: it lies outside the bucket, inside a day the bucket counts.
+    pub(super) negative: bool,
+}
+
+/// The pieces whose signed sum is exactly the bucket `[start, end)` (microseconds). Raw pieces
+/// are never negative. Buckets shorter than a day are not covered with days.
+pub(super) fn cover(start: i64, end: i64, coverage: &Coverage) -> Vec<Piece> {
+    let mut pieces = Vec::new();
+    if start >= end {
+        return pieces;
     }
-    match ranges.last_mut() {
-        Some(last) if last.1 == from => last.1 = to,
-        _ => ranges.push((from, to)),
+    let Some(quarters) = &coverage.quarters else {
+        pieces.push(Piece::raw(start, end));
+        return pieces;
+    };
+    let first = ceil(start, QUARTER);
+    let last = floor(end, QUARTER);
+    if first >= last {
+        pieces.push(Piece::raw(start, end));
+        return pieces;
     }
+    let views = Views { quarters };
+    if start < first {
+        pieces.push(Piece::raw(start, first));
+    }
+    if last - first >= DAY && views.coarse().is_some() {
+        let (midnight, last_midnight) = (ceil(first, DAY), floor(last, DAY));
+        pieces.extend(views.start_edge(first, midnight));
+        for day in (midnight..last_midnight).step_by(DAY as usize) {
+            pieces.extend(views.day(day));
+        }
+        pieces.extend(views.end_edge(last_midnight, last));
+    } else {
+        pieces.extend(views.span(first, last, false));
+    }
+    if last < end {
+        pieces.push(Piece::raw(last, end));
+    }
+    pieces
+}
+
+impl Piece {
+    fn raw(from: i64, to: i64) -> Self {
+        Self::of(Source::Raw, from, to, false)
+    }
+
+    fn of(source: Source, from: i64, to: i64, negative: bool) -> Self {
+        Self {
+            source,
+            from,
+            to,
+            negative,
+        }
+    }
+}
+
+/// The views as one read sees them.
+struct Views<'a> {
+    quarters: &'a QuarterCoverage,
+}
+
+impl Views<'_> {
+    fn coarse(&self) -> Option<&CoarseCoverage> {
+        self.quarters.coarse.as_ref()
+    }
+
+    /// Whether `[from, from + length)`, a whole hour or day, can be read from its view.
+    fn holds(&self, from: i64, length: i64, derived_to: impl Fn(&CoarseCoverage) -> i64) -> bool {
+        self.coarse().is_some_and(|coarse| {
+            from + length <= derived_to(coarse)
+                && coarse
+                    .unsettled
+                    .range(quarter_of(from)..quarter_of(from + length))
+                    .next()
+                    .is_none()
+        })
+    }
+
+    /// The day starting at `from`: one row, or its hours when the day view cannot give it.
+    fn day(&self, from: i64) -> Vec<Piece> {
+        if self.holds(from, DAY, |coarse| coarse.days_to) {
+            vec![Piece::of(Source::Day, from, from + DAY, false)]
+        } else {
+            self.span(from, from + DAY, false)
+        }
+    }
+
+    /// `[from, to)` (on quarter hours) as hour rows where the hour view holds them, quarter rows
+    /// elsewhere, and raw quarter hours where the quarter-hour view may lack them.
+    fn span(&self, from: i64, to: i64, negative: bool) -> Vec<Piece> {
+        let mut pieces = Vec::new();
+        let mut at = from;
+        while at < to {
+            if at.rem_euclid(HOUR) == 0
+                && at + HOUR <= to
+                && self.holds(at, HOUR, |coarse| coarse.hours_to)
+            {
+                pieces.push(Piece::of(Source::Hour, at, at + HOUR, negative));
+                at += HOUR;
+                continue;
+            }
+            let source = if self.quarters.pending.contains(&quarter_of(at)) {
+                Source::Raw
+            } else {
+                Source::Quarter
+            };
+            pieces.push(Piece::of(source, at, at + QUARTER, negative));
+            at += QUARTER;
+        }
+        pieces
+    }
+
+    /// `[from, midnight)`, the start of a bucket before its first midnight: its own pieces, or
+    /// the day before the midnight less `[day, from)`, whichever reads fewer rows.
+    fn start_edge(&self, from: i64, midnight: i64) -> Vec<Piece> {
+        let day = midnight - DAY;
+        self.cheaper(self.span(from, midnight, false), (day, (day, from)))
+    }
+
+    /// `[midnight, to)`, the end of a bucket after its last midnight: likewise, with the day
+    /// from the midnight less `[to, midnight + day)`.
+    fn end_edge(&self, midnight: i64, to: i64) -> Vec<Piece> {
+        self.cheaper(
+            self.span(midnight, to, false),
+            (midnight, (to, midnight + DAY)),
+        )
+    }
+
+    /// `own`, or the day at `day` less the span `outside`, whichever has fewer pieces (a tie
+    /// goes to `own`, which only adds). The day is an option only when its view holds it, so
+    /// what is taken away from it, inside it, needs no raw readings.
+    fn cheaper(&self, own: Vec<Piece>, (day, (from, to)): (i64, (i64, i64))) -> Vec<Piece> {
+        if own.is_empty() || !self.holds(day, DAY, |coarse| coarse.days_to) {
+            return own;
+        }
+        let taken = self.span(from, to, true);
+        if taken.len() + 1 >= own.len() {
+            return own;
+        }
+        let mut pieces = vec![Piece::of(Source::Day, day, day + DAY, false)];
+        pieces.extend(taken);
+        pieces
+    }
+}
+
+fn floor(at: i64, length: i64) -> i64 {
+    at.div_euclid(length) * length
+}
+
+fn ceil(at: i64, length: i64) -> i64 {
+    floor(at, length)
+        + if at.rem_euclid(length) == 0 {
+            0
+        } else {
+            length
+        }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const Q: i64 = QUARTER_MICROS;
+    const Q: i64 = QUARTER;
+
+    fn coverage(pending: &[i64], unsettled: &[i64], hours_to: i64, days_to: i64) -> Coverage {
+        Coverage {
+            quarters: Some(QuarterCoverage {
+                pending: pending.iter().copied().collect(),
+                coarse: Some(CoarseCoverage {
+                    unsettled: unsettled.iter().copied().collect(),
+                    hours_to,
+                    days_to,
+                }),
+            }),
+        }
+    }
+
+    /// Everything derived: every view holds every passed period.
+    fn settled() -> Coverage {
+        coverage(&[], &[], i64::MAX, i64::MAX)
+    }
+
+    /// The bucket's exact signed coverage: every instant of `[start, end)` counted once, none
+    /// outside it.
+    fn assert_exact(pieces: &[Piece], start: i64, end: i64) {
+        let mut edges: Vec<(i64, i64)> = Vec::new();
+        for piece in pieces {
+            let sign = if piece.negative { -1 } else { 1 };
+            edges.push((piece.from, sign));
+            edges.push((piece.to, -sign));
+        }
+        edges.sort_unstable();
+        let mut depth = 0;
+        let mut at = i64::MIN;
+        for (edge, change) in edges {
+            if edge > at {
+                let inside = (start..end).contains(&at);
+                assert_eq!(depth, i64::from(inside), "at {at}: {pieces:?}");
+                at = edge;
+            }
+            depth += change;
+        }
+        assert_eq!(depth, 0);
+    }
+
+    fn count(pieces: &[Piece], source: Source) -> usize {
+        pieces.iter().filter(|piece| piece.source == source).count()
+    }
 
     #[test]
-    fn whole_quarters_come_from_the_view_and_the_ends_from_raw_readings() {
-        let sources = Sources::split(10 * Q + 5, 14 * Q + 7, Some(&[]));
-        assert_eq!(sources.view, vec![(11 * Q, 14 * Q)]);
+    fn a_berlin_day_is_a_day_row_and_an_hour_at_each_end() {
+        let (start, end) = (100 * DAY - HOUR, 101 * DAY - HOUR);
+        let pieces = cover(start, end, &settled());
+        assert_exact(&pieces, start, end);
         assert_eq!(
-            sources.raw,
-            vec![(10 * Q + 5, 11 * Q), (14 * Q, 14 * Q + 7)]
+            (count(&pieces, Source::Day), count(&pieces, Source::Hour)),
+            (1, 2)
+        );
+        assert!(pieces.iter().any(|piece| piece.negative));
+    }
+
+    #[test]
+    fn a_berlin_month_is_whole_days_and_an_hour_at_each_end() {
+        let (start, end) = (100 * DAY - HOUR, 131 * DAY - 2 * HOUR);
+        let pieces = cover(start, end, &settled());
+        assert_exact(&pieces, start, end);
+        assert_eq!(count(&pieces, Source::Day), 31);
+        assert_eq!(count(&pieces, Source::Hour), 3);
+    }
+
+    #[test]
+    fn a_kolkata_day_needs_quarter_hours_at_its_edges() {
+        let (start, end) = (100 * DAY - 5 * HOUR - 2 * Q, 101 * DAY - 5 * HOUR - 2 * Q);
+        let pieces = cover(start, end, &settled());
+        assert_exact(&pieces, start, end);
+        assert_eq!(count(&pieces, Source::Quarter), 4);
+    }
+
+    #[test]
+    fn hours_shorter_than_a_day_are_hour_rows_or_quarter_rows() {
+        let pieces = cover(10 * HOUR, 14 * HOUR + Q, &settled());
+        assert_exact(&pieces, 10 * HOUR, 14 * HOUR + Q);
+        assert_eq!(
+            (
+                count(&pieces, Source::Hour),
+                count(&pieces, Source::Quarter)
+            ),
+            (4, 1)
         );
     }
 
     #[test]
-    fn pending_quarters_are_read_raw_and_split_the_view_runs() {
-        let sources = Sources::split(10 * Q, 16 * Q, Some(&[9, 12, 13, 15, 16]));
-        assert_eq!(sources.view, vec![(10 * Q, 12 * Q), (14 * Q, 15 * Q)]);
-        assert_eq!(sources.raw, vec![(12 * Q, 14 * Q), (15 * Q, 16 * Q)]);
+    fn the_ends_that_are_not_whole_quarter_hours_are_raw() {
+        let (start, end) = (10 * Q + 5, 14 * Q + 7);
+        let pieces = cover(start, end, &settled());
+        assert_exact(&pieces, start, end);
+        assert_eq!(pieces.first(), Some(&Piece::raw(start, 11 * Q)));
+        assert_eq!(pieces.last(), Some(&Piece::raw(14 * Q, end)));
     }
 
     #[test]
-    fn without_a_valid_view_or_a_whole_quarter_everything_is_raw() {
-        assert_eq!(
-            Sources::split(10 * Q, 16 * Q, None).raw,
-            vec![(10 * Q, 16 * Q)]
+    fn quarter_hours_the_quarter_view_may_lack_are_raw() {
+        let coverage = coverage(&[41], &[41], i64::MAX, i64::MAX);
+        let pieces = cover(40 * Q, 44 * Q, &coverage);
+        assert_exact(&pieces, 40 * Q, 44 * Q);
+        assert_eq!(count(&pieces, Source::Raw), 1);
+        assert_eq!(count(&pieces, Source::Quarter), 3);
+    }
+
+    #[test]
+    fn hours_and_days_the_coarse_views_may_lack_are_read_finer() {
+        let day = 100 * DAY;
+        let quarter = quarter_of(day) + 9;
+        let pieces = cover(
+            day,
+            day + DAY,
+            &coverage(&[], &[quarter], i64::MAX, i64::MAX),
         );
-        let short = Sources::split(10 * Q + 1, 11 * Q + 5, Some(&[]));
-        assert!(short.view.is_empty());
-        assert_eq!(short.raw, vec![(10 * Q + 1, 11 * Q + 5)]);
+        assert_exact(&pieces, day, day + DAY);
+        assert_eq!(count(&pieces, Source::Day), 0);
+        assert_eq!(
+            (
+                count(&pieces, Source::Hour),
+                count(&pieces, Source::Quarter)
+            ),
+            (23, 4)
+        );
     }
 
     #[test]
-    fn quarters_before_the_epoch_round_down() {
+    fn periods_not_derived_yet_are_read_finer() {
+        let day = 100 * DAY;
+        let pieces = cover(day, day + DAY, &coverage(&[], &[], day + 2 * HOUR, day));
+        assert_exact(&pieces, day, day + DAY);
+        assert_eq!(count(&pieces, Source::Day), 0);
+        assert_eq!(
+            (
+                count(&pieces, Source::Hour),
+                count(&pieces, Source::Quarter)
+            ),
+            (2, 88)
+        );
+    }
+
+    #[test]
+    fn a_day_the_views_may_lack_is_not_taken_away_from() {
+        let (start, end) = (100 * DAY - HOUR, 101 * DAY - HOUR);
+        let late = quarter_of(end);
+        let pieces = cover(start, end, &coverage(&[late], &[late], i64::MAX, i64::MAX));
+        assert_exact(&pieces, start, end);
+        assert!(pieces.iter().all(|piece| !piece.negative));
+        assert_eq!(count(&pieces, Source::Hour), 24);
+    }
+
+    #[test]
+    fn without_a_readable_view_or_a_whole_quarter_everything_is_raw() {
+        assert_eq!(
+            cover(10 * Q, 16 * Q, &Coverage::default()),
+            vec![Piece::raw(10 * Q, 16 * Q)]
+        );
+        assert_eq!(
+            cover(10 * Q + 1, 11 * Q + 5, &settled()),
+            vec![Piece::raw(10 * Q + 1, 11 * Q + 5)]
+        );
+    }
+
+    #[test]
+    fn without_coarse_views_quarter_rows_answer() {
+        let coverage = Coverage {
+            quarters: Some(QuarterCoverage::default()),
+        };
+        let pieces = cover(100 * DAY, 102 * DAY, &coverage);
+        assert_exact(&pieces, 100 * DAY, 102 * DAY);
+        assert_eq!(count(&pieces, Source::Quarter), 192);
+    }
+
+    #[test]
+    fn instants_before_the_epoch_round_down() {
         assert_eq!(quarter_of(-1), -1);
-        let sources = Sources::split(-2 * Q - 1, Q, Some(&[]));
-        assert_eq!(sources.view, vec![(-2 * Q, Q)]);
-        assert_eq!(sources.raw, vec![(-2 * Q - 1, -2 * Q)]);
+        let pieces = cover(-2 * Q - 1, Q, &settled());
+        assert_exact(&pieces, -2 * Q - 1, Q);
+        assert_eq!(pieces.first(), Some(&Piece::raw(-2 * Q - 1, -2 * Q)));
     }
 }

@@ -1,48 +1,57 @@
 //! Read-your-writes on QuestDB without a wait on the write path: what this process acknowledged,
-//! and how much of it QuestDB has made readable, in the table and in its quarter-hour view.
+//! and how much of it QuestDB has made readable, in the table and in its views.
 //!
 //! An ILP/HTTP flush into a WAL table is acknowledged once its transaction is committed to the
 //! WAL and numbered by the table's sequencer; QuestDB applies it to the table (makes it readable)
-//! a little later, and refreshes the materialized view `{table}_15m` from it later still, both on
-//! its own. The sink answers uploads at the acknowledgement and records it here
-//! ([`Visibility::acknowledged`]): a generation number, for each device of the batch the latest
-//! generation that touched it, and for each UTC quarter hour it wrote into the same.
+//! a little later, refreshes the materialized view `{table}_15m` from it later still, and the
+//! hour and day views `{table}_1h`, `{table}_1d` from that, all on its own. The sink answers
+//! uploads at the acknowledgement and records it here ([`Visibility::acknowledged`]): a
+//! generation number, for each device of the batch the latest generation that touched it, and
+//! for each UTC quarter hour it wrote into the same.
 //!
-//! One tracker task follows both with one query (`wal_tables()` joined with
-//! `materialized_views()`): at a look it notes the generation acknowledged so far and the
-//! sequencer's transaction — every batch up to that generation has its transaction at most there
-//! — and publishes the generation as *applied* once the table's writer reached the transaction,
-//! as *refreshed* once the view's `refresh_base_table_txn` did, forgetting the devices and quarter
-//! hours no later batch touched in the same locked step. It looks every few milliseconds while a
-//! read waits or a goal is open, every [`LOOK_PENDING`] while quarter hours are recorded, and
-//! otherwise every [`LOOK_IDLE`] (to notice an invalidated view), so a write-only load costs
-//! QuestDB a few queries a second, not one per batch.
+//! One tracker task follows all of it with one query (`wal_tables()` joined with
+//! `materialized_views()`, a row per table and view): at a look it notes the generation
+//! acknowledged so far and the sequencer's transaction — every batch up to that generation has
+//! its transaction at most there — and publishes the generation as *applied* once the table's
+//! writer reached the transaction, as *refreshed* once the quarter-hour view's
+//! `refresh_base_table_txn` did; then, as *settled*, a refreshed generation once both coarse
+//! views' `refresh_base_table_txn` reached the quarter-hour view's own transaction seen after it.
+//! Devices are forgotten once applied, quarter hours once settled, in the same locked step. It
+//! looks every few milliseconds while a read waits or an apply or refresh goal is open, every
+//! [`LOOK_PENDING`] while quarter hours are recorded, and otherwise every [`LOOK_IDLE`] (to
+//! notice an invalidated view), so a write-only load costs QuestDB a few queries a second, not
+//! one per batch.
 //!
 //! A read first calls [`Visibility::settle`] with its devices: it waits only when one of them has
 //! an acknowledged batch that may not be applied yet, and only until it is (at most
-//! [`VISIBILITY_WAIT`]). A read of sums then asks [`Visibility::view_sources`] which of its
-//! quarter hours to take from the view: those a batch the view may lack wrote into are summed
-//! from the raw readings instead — or, for a fleet ([`WAIT_FROM`] devices or more), whose raw
-//! quarter hour under a heavy load costs seconds, it first waits for the view (at most
-//! [`VIEW_WAIT`]). What this guarantees:
+//! [`VISIBILITY_WAIT`]). A read of sums then asks [`Visibility::coverage`] what the views hold:
+//! the quarter hours a batch the quarter-hour view may lack wrote into are summed from the raw
+//! readings — or, for a fleet ([`WAIT_FROM`] devices or more), whose raw quarter hour under a
+//! heavy load costs seconds, it first waits for the view (at most [`VIEW_WAIT`]) — and the hours
+//! and days around quarter hours not settled yet, or past how far the coarse views derived
+//! (`refresh_period_hi`), are read from finer sources. What this guarantees:
 //!
 //! - a read in this process that starts after a 201 of this process includes that reading;
 //! - a read of devices without such a batch never waits for the apply, so reads of other devices
 //!   are not slowed by the upload load;
 //! - across processes (replicas), a reading is readable once QuestDB applied it, and reaches
-//!   timelines once QuestDB refreshed the view with it (`bench/RESULTS.md` measures both lags);
-//! - while the view is `invalid` (an operator's `DROP PARTITION` invalidates it, until `REFRESH
-//!   MATERIALIZED VIEW … FULL`), and until it has caught up with the table once (QuestDB builds
-//!   it over an existing table in the background, showing its rows so far), sums come from raw
-//!   readings only.
+//!   timelines once QuestDB refreshed the views with it (`bench/RESULTS.md` measures the lags);
+//! - while the quarter-hour view is `invalid` (an operator's `DROP PARTITION` invalidates it,
+//!   until `REFRESH MATERIALIZED VIEW … FULL`), and until it has caught up with the table once
+//!   (QuestDB builds it over an existing table in the background, showing its rows so far), sums
+//!   come from raw readings only; likewise the coarse views are read only once both caught up
+//!   with the quarter-hour view, and not while either is `invalid`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
+use chrono::NaiveDateTime;
 use tokio::sync::{watch, Notify};
 
-use super::view_ranges::{quarter_of, view_name, Sources};
+use super::view_ranges::{
+    coarse_view_names, quarter_of, view_name, CoarseCoverage, Coverage, QuarterCoverage,
+};
 use super::TableName;
 use crate::domain::{DeviceUuid, StoredReading};
 use crate::store::postgres::BoundedPool;
@@ -66,6 +75,8 @@ const POLL_VIEW_MAX: Duration = Duration::from_millis(20);
 /// open goal, and otherwise.
 const LOOK_PENDING: Duration = Duration::from_millis(100);
 const LOOK_IDLE: Duration = Duration::from_secs(1);
+/// Quarter hours in a UTC day.
+const QUARTERS_A_DAY: i64 = 96;
 
 /// Acknowledged batches, and what of them QuestDB made readable; shared by the sinks, the reads
 /// and the tracker. Cheap to clone.
@@ -79,7 +90,7 @@ struct Shared {
     state: Mutex<Acknowledged>,
     /// The highest generation known to be applied to the table.
     applied: watch::Sender<u64>,
-    /// The highest generation the view is known to hold.
+    /// The highest generation the quarter-hour view is known to hold.
     refreshed: watch::Sender<u64>,
     /// Wakes the tracker: a read waits, or the last handle is gone.
     wake: Arc<Notify>,
@@ -91,11 +102,34 @@ struct Acknowledged {
     generation: u64,
     /// Per device, the latest generation that touched it, while it may not be applied.
     devices: HashMap<DeviceUuid, u64>,
-    /// Per quarter hour, the latest generation that wrote into it, while the view may lack it.
+    /// Per quarter hour, the latest generation that wrote into it, while a view may lack it.
     quarters: BTreeMap<i64, u64>,
-    /// Whether the view can be read: it had caught up with the table at a look (or at the start)
-    /// and was not `invalid` at the last one.
+    /// Whether the quarter-hour view can be read: it had caught up with the table at a look (or
+    /// at the start) and was not `invalid` at the last one.
     view_valid: bool,
+    /// The highest generation the hour and day views are known to hold (at most `refreshed`).
+    settled: u64,
+    /// How far the hour and day views derived passed periods, while they can be read: they had
+    /// caught up with the quarter-hour view at a look (or at the start) and neither was
+    /// `invalid` at the last one.
+    coarse: Option<Derived>,
+}
+
+/// The ends (microseconds, exclusive) of the hours and the days the coarse views derived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Derived {
+    hours_to: i64,
+    days_to: i64,
+}
+
+impl Acknowledged {
+    /// Forgets the quarter hours every view holds. While the coarse views cannot be read their
+    /// quarter hours stay too (at most one entry per quarter hour written into): when the views
+    /// catch up, only what they are known to hold is forgotten.
+    fn forget_held(&mut self) {
+        let settled = self.settled;
+        self.quarters.retain(|_, generation| *generation > settled);
+    }
 }
 
 impl Drop for Shared {
@@ -108,20 +142,23 @@ impl Visibility {
     /// Looks at `table` and its view once, then starts the tracker on the current runtime,
     /// looking through `reads`; it stops once every handle is dropped.
     pub async fn start(reads: BoundedPool, table: &TableName) -> Result<Self, StoreError> {
-        let look = format!(
-            "SELECT w.sequencerTxn, w.writerTxn, v.view_status, v.refresh_base_table_txn \
-             FROM wal_tables() w LEFT JOIN materialized_views() v ON v.view_name = '{}' \
-             WHERE w.name = '{table}'",
-            view_name(table.as_str())
-        );
+        let look = Look::of(table);
         // A view QuestDB is still building (at its creation over an existing table, or after a
         // full refresh) shows its rows so far and `refreshing`: it counts only once it caught up.
-        let marks = Marks::look(&reads, &look).await?;
-        let view_valid = marks.view.is_some_and(|view| view >= marks.sequencer);
+        let marks = look.look(&reads).await?;
+        let view_valid = marks
+            .view
+            .is_some_and(|view| view.refreshed >= marks.sequencer);
+        let coarse = marks
+            .view
+            .zip(marks.coarse)
+            .filter(|(view, coarse)| view_valid && coarse.refreshed >= view.sequencer)
+            .map(|(_, coarse)| coarse.derived);
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::new(Acknowledged {
                 view_valid,
+                coarse,
                 ..Acknowledged::default()
             }),
             applied: watch::Sender::new(0),
@@ -176,44 +213,57 @@ impl Visibility {
         .await;
     }
 
-    /// How to read `[start, end)` (microseconds) for `devices` devices: whole quarter hours the
-    /// view holds every reading acknowledged before this call of from the view, the rest from the
-    /// raw readings. For [`WAIT_FROM`] devices or more, waits for the view first when it may lack
-    /// such a reading (at most [`VIEW_WAIT`]).
-    pub async fn view_sources(&self, start: i64, end: i64, devices: usize) -> Sources {
-        // The tracker forgets a quarter hour in the same step as it publishes the generation
-        // that covers it, so every quarter hour still recorded is one the view may lack.
-        let quarters = quarter_of(start)..=quarter_of(end - 1);
+    /// What the views hold of `[start, end)` (microseconds) for a read of `devices` devices:
+    /// every reading acknowledged before this call, except in the quarter hours and periods
+    /// [`Coverage`] lists. For [`WAIT_FROM`] devices or more, waits for the quarter-hour view
+    /// first when it may lack such a reading (at most [`VIEW_WAIT`]).
+    pub(super) async fn coverage(&self, start: i64, end: i64, devices: usize) -> Coverage {
+        // A read may count a whole UTC day around its ends (less what lies outside): what the
+        // coarse views may lack is asked of those days too.
+        let quarters = quarter_of(start).div_euclid(QUARTERS_A_DAY) * QUARTERS_A_DAY
+            ..(quarter_of(end - 1).div_euclid(QUARTERS_A_DAY) + 1) * QUARTERS_A_DAY;
         let needed = {
             let state = lock(&self.shared);
             if !state.view_valid {
-                return Sources::split(start, end, None);
+                return Coverage::default();
             }
+            let refreshed = *self.shared.refreshed.borrow();
             state
                 .quarters
                 .range(quarters.clone())
                 .map(|(_, generation)| *generation)
+                .filter(|generation| *generation > refreshed)
                 .max()
         };
-        let Some(needed) = needed else {
-            return Sources::split(start, end, Some(&[]));
-        };
-        if devices >= WAIT_FROM {
+        if let Some(needed) = needed.filter(|_| devices >= WAIT_FROM) {
             let mut refreshed = self.shared.refreshed.subscribe();
             self.shared.wake.notify_one();
-            let waited = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed));
-            if waited.await.is_ok() {
-                return Sources::split(start, end, Some(&[]));
-            }
+            // Past the bound the quarter hours the view may lack are read raw.
+            let _ = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed)).await;
+        }
+        let state = lock(&self.shared);
+        if !state.view_valid {
+            return Coverage::default();
         }
         // A quarter hour's latest generation may hide an earlier one this read needs: every one
-        // still recorded is read raw.
-        let pending: Vec<i64> = lock(&self.shared)
-            .quarters
-            .range(quarters)
-            .map(|(quarter, _)| *quarter)
-            .collect();
-        Sources::split(start, end, Some(&pending))
+        // recorded past a view's mark is one that view may lack.
+        let later_than = |mark: u64| -> BTreeSet<i64> {
+            state
+                .quarters
+                .range(quarters.clone())
+                .filter(|(_, generation)| **generation > mark)
+                .map(|(quarter, _)| *quarter)
+                .collect()
+        };
+        let pending = later_than(*self.shared.refreshed.borrow());
+        let coarse = state.coarse.map(|derived| CoarseCoverage {
+            unsettled: later_than(state.settled),
+            hours_to: derived.hours_to,
+            days_to: derived.days_to,
+        });
+        Coverage {
+            quarters: Some(QuarterCoverage { pending, coarse }),
+        }
     }
 }
 
@@ -243,6 +293,83 @@ pub(super) async fn wait_for_mark<T: PartialOrd + Copy>(
     }
 }
 
+/// The one query of a look: the table's and its views' WAL marks, one row each.
+#[derive(Debug, Clone)]
+struct Look {
+    sql: String,
+    table: String,
+    view: String,
+    coarse: [String; 2],
+}
+
+impl Look {
+    fn of(table: &TableName) -> Self {
+        let table = table.as_str();
+        let (view, coarse) = (view_name(table), coarse_view_names(table));
+        let sql = format!(
+            "SELECT w.name, w.sequencerTxn, w.writerTxn, v.view_status, \
+             v.refresh_base_table_txn, v.refresh_period_hi \
+             FROM wal_tables() w LEFT JOIN materialized_views() v ON v.view_name = w.name \
+             WHERE w.name IN ('{table}', '{view}', '{}', '{}')",
+            coarse[0], coarse[1]
+        );
+        Self {
+            sql,
+            table: table.to_owned(),
+            view,
+            coarse,
+        }
+    }
+
+    /// One look; a missing table (dropped) counts as everything applied and no view.
+    async fn look(&self, reads: &BoundedPool) -> Result<Marks, StoreError> {
+        let rows = reads
+            .run(async |client| Ok(client.query(self.sql.as_str(), &[]).await?))
+            .await?;
+        let mut marks = Marks {
+            sequencer: 0,
+            writer: i64::MAX,
+            view: None,
+            coarse: None,
+        };
+        let mut coarse = [None, None];
+        for row in &rows {
+            let name: String = row.try_get(0)?;
+            let sequencer = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
+            // `refreshing` is a valid view in the middle of a refresh (most of the time under a
+            // steady load); only `invalid` means its rows cannot be trusted.
+            let status: Option<String> = row.try_get(3)?;
+            let refreshed = match status {
+                Some(status) if status != "invalid" => {
+                    Some(row.try_get::<_, Option<i64>>(4)?.unwrap_or(-1))
+                }
+                _ => None,
+            };
+            if name == self.table {
+                marks.sequencer = sequencer;
+                marks.writer = row.try_get::<_, Option<i64>>(2)?.unwrap_or(0);
+            } else if name == self.view {
+                marks.view = refreshed.map(|refreshed| ViewMarks {
+                    refreshed,
+                    sequencer,
+                });
+            } else if let Some(slot) = self.coarse.iter().position(|coarse| *coarse == name) {
+                let derived_to = row
+                    .try_get::<_, Option<NaiveDateTime>>(5)?
+                    .map_or(i64::MIN, |at| at.and_utc().timestamp_micros());
+                coarse[slot] = refreshed.map(|refreshed| (refreshed, derived_to));
+            }
+        }
+        if let [Some((hour_base, hours_to)), Some((day_base, days_to))] = coarse {
+            marks.coarse = Some(CoarseMarks {
+                refreshed: hour_base.min(day_base),
+                derived: Derived { hours_to, days_to },
+            });
+        }
+        Ok(marks)
+    }
+}
+
 /// Where QuestDB stands at one look.
 #[derive(Debug, Clone, Copy)]
 struct Marks {
@@ -250,42 +377,29 @@ struct Marks {
     sequencer: i64,
     /// The latest transaction applied to the table.
     writer: i64,
-    /// The table's transaction the view is refreshed through (-1 before its first refresh);
-    /// `None` when the view is invalid or missing.
-    view: Option<i64>,
+    /// The quarter-hour view's; `None` when it is invalid or missing.
+    view: Option<ViewMarks>,
+    /// The hour and day views'; `None` when either is invalid or missing.
+    coarse: Option<CoarseMarks>,
 }
 
-impl Marks {
-    /// One look; a missing table (dropped) counts as everything applied and no view.
-    async fn look(reads: &BoundedPool, look: &str) -> Result<Self, StoreError> {
-        let Some(row) = reads
-            .run(async |client| Ok(client.query_opt(look, &[]).await?))
-            .await?
-        else {
-            return Ok(Self {
-                sequencer: 0,
-                writer: i64::MAX,
-                view: None,
-            });
-        };
-        // `refreshing` is a valid view in the middle of a refresh (most of the time under a
-        // steady load); only `invalid` means its rows cannot be trusted.
-        let status: Option<String> = row.try_get(2)?;
-        let view = match status {
-            Some(status) if status != "invalid" => {
-                Some(row.try_get::<_, Option<i64>>(3)?.unwrap_or(-1))
-            }
-            _ => None,
-        };
-        Ok(Self {
-            sequencer: row.try_get::<_, Option<i64>>(0)?.unwrap_or(0),
-            writer: row.try_get::<_, Option<i64>>(1)?.unwrap_or(0),
-            view,
-        })
-    }
+#[derive(Debug, Clone, Copy)]
+struct ViewMarks {
+    /// The table's transaction the view is refreshed through (-1 before its first refresh).
+    refreshed: i64,
+    /// The latest transaction of the view itself, which the coarse views refresh from.
+    sequencer: i64,
 }
 
-/// A generation and the sequencer transaction seen after it was acknowledged: once a mark
+#[derive(Debug, Clone, Copy)]
+struct CoarseMarks {
+    /// The quarter-hour view's transaction both are refreshed through.
+    refreshed: i64,
+    derived: Derived,
+}
+
+/// A generation and a transaction seen after it reached a source (the table's sequencer for the
+/// apply and the quarter-hour view, the quarter-hour view's for the coarse views): once a mark
 /// reaches the transaction, it holds every batch up to the generation.
 #[derive(Debug, Clone, Copy)]
 struct Goal {
@@ -293,23 +407,33 @@ struct Goal {
     txn: i64,
 }
 
-/// The tracker: at each look, opens a goal for the table's apply and one for the view's refresh
-/// when generations are not known to have reached them, and publishes each goal its mark reached.
-async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look: String) {
+/// The tracker: at each look, opens a goal for the table's apply, one for the quarter-hour
+/// view's refresh and one for the coarse views' when generations are not known to have reached
+/// them, and publishes each goal its mark reached.
+async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look: Look) {
     let mut apply: Option<Goal> = None;
     let mut view: Option<Goal> = None;
+    let mut coarse: Option<Goal> = None;
     // The first look comes at once: the view may not be readable until one saw it caught up.
     let mut pause = Duration::ZERO;
+    // After a failed look the tracker waits out the pause whatever reads do, so a QuestDB that
+    // does not answer is asked once per pause, not once per waiting read.
+    let mut failed = false;
     loop {
-        // Timing out only means it is time for the next look.
-        let woken = tokio::time::timeout(pause, wake.notified()).await.is_ok();
+        let woken = if failed {
+            tokio::time::sleep(pause).await;
+            false
+        } else {
+            // Timing out only means it is time for the next look.
+            tokio::time::timeout(pause, wake.notified()).await.is_ok()
+        };
         let Some(handle) = shared.upgrade() else {
             return;
         };
         // Read before the look: every batch up to it was acknowledged already.
         let generation = lock(&handle).generation;
         drop(handle);
-        let marks = Marks::look(&reads, &look).await;
+        let marks = look.look(&reads).await;
         let Some(handle) = shared.upgrade() else {
             return;
         };
@@ -319,11 +443,12 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             Err(error) => {
                 tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply and view refresh");
                 state.view_valid = false;
-                // The next look comes with the next waiting read or after the pause.
+                failed = true;
                 pause = LOOK_PENDING;
                 continue;
             }
         };
+        failed = false;
         let goal = Goal {
             generation,
             txn: marks.sequencer,
@@ -352,12 +477,9 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
                 state.view_valid = false;
                 view = None;
             }
-            Some(refreshed) => {
-                if let Some(reached) = view.filter(|goal| refreshed >= goal.txn) {
+            Some(marks) => {
+                if let Some(reached) = view.filter(|goal| marks.refreshed >= goal.txn) {
                     state.view_valid = true;
-                    state
-                        .quarters
-                        .retain(|_, generation| *generation > reached.generation);
                     handle.refreshed.send_if_modified(|held| {
                         let moved = *held < reached.generation;
                         *held = (*held).max(reached.generation);
@@ -367,6 +489,31 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
                 }
             }
         }
+        let refreshed = *handle.refreshed.borrow();
+        match (marks.view.filter(|_| state.view_valid), marks.coarse) {
+            (Some(view_marks), Some(coarse_marks)) => {
+                // The quarter-hour view's transaction now covers every generation it holds.
+                if refreshed > state.settled || state.coarse.is_none() {
+                    coarse.get_or_insert(Goal {
+                        generation: refreshed,
+                        txn: view_marks.sequencer,
+                    });
+                }
+                if let Some(reached) = coarse.filter(|goal| coarse_marks.refreshed >= goal.txn) {
+                    state.settled = state.settled.max(reached.generation);
+                    state.coarse = Some(coarse_marks.derived);
+                    coarse = None;
+                }
+                if let Some(derived) = state.coarse.as_mut() {
+                    *derived = coarse_marks.derived;
+                }
+            }
+            _ => {
+                state.coarse = None;
+                coarse = None;
+            }
+        }
+        state.forget_held();
         let ceiling = if apply.is_some() {
             Some(POLL_APPLY_MAX)
         } else if view.is_some() {

@@ -1,0 +1,100 @@
+//! The hour and day views on QuestDB (schema 004): once QuestDB derived the passed hours and days
+//! of a device, a zone's days are read as UTC days from the day view with the hours between
+//! each edge and its nearest midnight added or taken away — and a reading that arrives late,
+//! into a day the views derived, is in the next read all the same.
+
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
+use chrono_tz::Europe::Berlin;
+use serde_json::{json, Value};
+
+use crate::common::{aqis, measured, sample_with, TestApp};
+
+/// The instant of `hour:minute` on `date` in Berlin.
+fn berlin(date: NaiveDate, hour: u32, minute: u32) -> DateTime<Utc> {
+    Berlin
+        .from_local_datetime(&date.and_hms_opt(hour, minute, 0).expect("a time"))
+        .single()
+        .expect("an unambiguous Berlin time")
+        .with_timezone(&Utc)
+}
+
+/// Rows of the test table's view with `suffix` (`1h`, `1d`), as far as QuestDB derived them.
+async fn view_rows(app: &TestApp, suffix: &str) -> i64 {
+    let table = app.table.as_ref().expect("a QuestDB table");
+    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
+        .await
+        .expect("QuestDB PG wire");
+    tokio::spawn(connection);
+    client
+        .query_one(
+            format!("SELECT count() FROM {}_{suffix}", table.name).as_str(),
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0)
+}
+
+/// Uploads, for each of three Berlin days a week ago, a reading at 00:30 and one at 23:30 local
+/// time — the first in the UTC day before, the second in the UTC day whose last hour belongs to
+/// the next Berlin day — and waits until the hour and day views derived them. Returns the days.
+async fn three_derived_days(app: &TestApp, device: &Value) -> [NaiveDate; 3] {
+    let first = (Utc::now() - TimeDelta::days(7))
+        .with_timezone(&Berlin)
+        .date_naive();
+    let days = [0, 1, 2].map(|offset| first + TimeDelta::days(offset));
+    for (index, day) in (0i64..).zip(days) {
+        for (hour, aqi) in [(0, 10 * index + 10), (23, 10 * index + 30)] {
+            let reading = measured(sample_with(aqi, 10.0, 20.0), berlin(day, hour, 30));
+            app.upload_ok(device, &reading).await;
+        }
+    }
+    // Six readings: six UTC hours, four UTC days.
+    let mut derived = (0, 0);
+    for _ in 0..200 {
+        derived = (view_rows(app, "1h").await, view_rows(app, "1d").await);
+        if derived == (6, 4) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(derived, (6, 4), "QuestDB derived the hours and days");
+    days
+}
+
+fn custom_days(days: &[NaiveDate; 3]) -> String {
+    format!(
+        "/air-quality/custom?start_date={}&end_date={}&interval=day&tz=Europe/Berlin",
+        days[0], days[2]
+    )
+}
+
+#[airq_test::test]
+async fn berlin_days_from_the_day_and_hour_views_hold_exactly_their_readings() {
+    let app = TestApp::spawn().await;
+    let device = app.register("alice", json!({"name": "balcony"})).await;
+    let days = three_derived_days(&app, &device).await;
+
+    let points = app.data_as("alice", &custom_days(&days)).await;
+    // Each Berlin day: the mean of its 00:30 and 23:30 readings, none of the next day's 00:30.
+    assert_eq!(aqis(points.as_array().expect("points")), [20, 30, 40]);
+}
+
+#[airq_test::test]
+async fn a_late_reading_into_a_derived_day_is_in_the_next_read() {
+    let app = TestApp::spawn().await;
+    let device = app.register("alice", json!({"name": "balcony"})).await;
+    let days = three_derived_days(&app, &device).await;
+
+    let late = measured(sample_with(110, 10.0, 20.0), berlin(days[1], 12, 0));
+    app.upload_ok(&device, &late).await;
+    let points = app.data_as("alice", &custom_days(&days)).await;
+    // The middle day: (20 + 40 + 110) / 3.
+    assert_eq!(
+        aqis(points.as_array().expect("points")),
+        [20, 57, 40],
+        "{points}"
+    );
+}
