@@ -65,10 +65,7 @@ async fn a_table_emptied_after_a_run_fails_the_check_until_copied_from_the_start
         String::from_utf8_lossy(&first.stderr)
     );
 
-    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
-        .await
-        .expect("QuestDB PG wire");
-    tokio::spawn(connection);
+    let client = table.client().await;
     client
         .simple_query(&format!("TRUNCATE TABLE {}", table.name))
         .await

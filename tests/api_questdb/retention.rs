@@ -10,7 +10,7 @@ use airq::domain::RawRetention;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use serde_json::{json, Value};
 
-use crate::common::{aqis, fe, field_errors, measured, problem, sample_with, TestApp};
+use crate::common::{aqis, fe, field_errors, measured, problem, sample_with, TestApp, TestTable};
 
 /// Days raw readings are kept in these tests.
 const DAYS: u32 = 3;
@@ -22,20 +22,17 @@ fn id(device: &Value) -> &str {
 /// Readings in the test's QuestDB table stored before `before`, as far as QuestDB applied them.
 async fn raw_rows_before(app: &TestApp, before: DateTime<Utc>) -> i64 {
     let table = app.table.as_ref().expect("a QuestDB table");
-    count_before(&table.pg, &table.name, before).await
+    count_before(table, &table.name, before).await
 }
 
 /// Rows of the test table's quarter-hour view before `before`, as far as QuestDB refreshed it.
 async fn view_rows_before(app: &TestApp, before: DateTime<Utc>) -> i64 {
     let table = app.table.as_ref().expect("a QuestDB table");
-    count_before(&table.pg, &format!("{}_15m", table.name), before).await
+    count_before(table, &format!("{}_15m", table.name), before).await
 }
 
-async fn count_before(pg: &str, table: &str, before: DateTime<Utc>) -> i64 {
-    let (client, connection) = tokio_postgres::connect(pg, tokio_postgres::NoTls)
-        .await
-        .expect("QuestDB PG wire");
-    tokio::spawn(connection);
+async fn count_before(questdb: &TestTable, table: &str, before: DateTime<Utc>) -> i64 {
+    let client = questdb.client().await;
     let sql = format!(
         "SELECT count() FROM {table} WHERE at < '{}'",
         before.to_rfc3339_opts(SecondsFormat::Micros, true)
@@ -171,10 +168,7 @@ async fn a_partition_dropped_by_hand_invalidates_the_view_and_reads_fall_back_to
     // An operator's DROP PARTITION leaves the view's rows behind and marks it invalid: airq reads
     // the raw readings instead, so the dropped day is empty rather than answered from stale rows.
     let table = app.table.as_ref().expect("a QuestDB table");
-    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
-        .await
-        .expect("QuestDB PG wire");
-    tokio::spawn(connection);
+    let client = table.client().await;
     client
         .simple_query(&format!(
             "ALTER TABLE {} DROP PARTITION LIST '{day}'",

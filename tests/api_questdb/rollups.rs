@@ -23,11 +23,9 @@ fn berlin(date: NaiveDate, hour: u32, minute: u32) -> DateTime<Utc> {
 /// Rows of the test table's view with `suffix` (`1h`, `1d`), as far as QuestDB derived them.
 async fn view_rows(app: &TestApp, suffix: &str) -> i64 {
     let table = app.table.as_ref().expect("a QuestDB table");
-    let (client, connection) = tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
+    table
+        .client()
         .await
-        .expect("QuestDB PG wire");
-    tokio::spawn(connection);
-    client
         .query_one(
             format!("SELECT count() FROM {}_{suffix}", table.name).as_str(),
             &[],

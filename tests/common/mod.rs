@@ -72,6 +72,15 @@ impl TestTable {
         }
     }
 
+    /// A connection to the QuestDB over PG wire, to look behind the server's back.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.pg, tokio_postgres::NoTls)
+            .await
+            .expect("QuestDB PG wire");
+        tokio::spawn(connection);
+        client
+    }
+
     /// The configuration that puts readings in this table.
     pub fn config(&self) -> airq::config::QuestDbConfig {
         airq::config::QuestDbConfig {
@@ -362,11 +371,7 @@ impl TestApp {
         let mut ids: Vec<u64> = match &self.table {
             Some(table) => {
                 wait_for_empty_spool(self.data_dir.path()).await;
-                let (client, connection) =
-                    tokio_postgres::connect(&table.pg, tokio_postgres::NoTls)
-                        .await
-                        .expect("QuestDB PG wire");
-                tokio::spawn(connection);
+                let client = table.client().await;
                 let progress = format!(
                     "SELECT writerTxn, sequencerTxn FROM wal_tables() WHERE name = '{}'",
                     table.name

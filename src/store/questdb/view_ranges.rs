@@ -300,8 +300,10 @@ mod tests {
         assert_eq!(depth, 0);
     }
 
-    fn count(pieces: &[Piece], source: Source) -> usize {
-        pieces.iter().filter(|piece| piece.source == source).count()
+    /// How many pieces come from each source: raw, quarter hours, hours, days.
+    fn counts(pieces: &[Piece]) -> [usize; 4] {
+        [Source::Raw, Source::Quarter, Source::Hour, Source::Day]
+            .map(|source| pieces.iter().filter(|piece| piece.source == source).count())
     }
 
     #[test]
@@ -309,10 +311,7 @@ mod tests {
         let (start, end) = (100 * DAY - HOUR, 101 * DAY - HOUR);
         let pieces = cover(start, end, &settled());
         assert_exact(&pieces, start, end);
-        assert_eq!(
-            (count(&pieces, Source::Day), count(&pieces, Source::Hour)),
-            (1, 2)
-        );
+        assert_eq!(counts(&pieces), [0, 0, 2, 1]);
         assert!(pieces.iter().any(|piece| piece.negative));
     }
 
@@ -321,8 +320,7 @@ mod tests {
         let (start, end) = (100 * DAY - HOUR, 131 * DAY - 2 * HOUR);
         let pieces = cover(start, end, &settled());
         assert_exact(&pieces, start, end);
-        assert_eq!(count(&pieces, Source::Day), 31);
-        assert_eq!(count(&pieces, Source::Hour), 3);
+        assert_eq!(counts(&pieces), [0, 0, 3, 31]);
     }
 
     #[test]
@@ -330,20 +328,14 @@ mod tests {
         let (start, end) = (100 * DAY - 5 * HOUR - 2 * Q, 101 * DAY - 5 * HOUR - 2 * Q);
         let pieces = cover(start, end, &settled());
         assert_exact(&pieces, start, end);
-        assert_eq!(count(&pieces, Source::Quarter), 4);
+        assert_eq!(counts(&pieces), [0, 4, 10, 1]);
     }
 
     #[test]
     fn hours_shorter_than_a_day_are_hour_rows_or_quarter_rows() {
         let pieces = cover(10 * HOUR, 14 * HOUR + Q, &settled());
         assert_exact(&pieces, 10 * HOUR, 14 * HOUR + Q);
-        assert_eq!(
-            (
-                count(&pieces, Source::Hour),
-                count(&pieces, Source::Quarter)
-            ),
-            (4, 1)
-        );
+        assert_eq!(counts(&pieces), [0, 1, 4, 0]);
     }
 
     #[test]
@@ -360,8 +352,7 @@ mod tests {
         let coverage = coverage(&[41], &[41], i64::MAX, i64::MAX);
         let pieces = cover(40 * Q, 44 * Q, &coverage);
         assert_exact(&pieces, 40 * Q, 44 * Q);
-        assert_eq!(count(&pieces, Source::Raw), 1);
-        assert_eq!(count(&pieces, Source::Quarter), 3);
+        assert_eq!(counts(&pieces), [1, 3, 0, 0]);
     }
 
     #[test]
@@ -374,14 +365,7 @@ mod tests {
             &coverage(&[], &[quarter], i64::MAX, i64::MAX),
         );
         assert_exact(&pieces, day, day + DAY);
-        assert_eq!(count(&pieces, Source::Day), 0);
-        assert_eq!(
-            (
-                count(&pieces, Source::Hour),
-                count(&pieces, Source::Quarter)
-            ),
-            (23, 4)
-        );
+        assert_eq!(counts(&pieces), [0, 4, 23, 0]);
     }
 
     #[test]
@@ -389,14 +373,7 @@ mod tests {
         let day = 100 * DAY;
         let pieces = cover(day, day + DAY, &coverage(&[], &[], day + 2 * HOUR, day));
         assert_exact(&pieces, day, day + DAY);
-        assert_eq!(count(&pieces, Source::Day), 0);
-        assert_eq!(
-            (
-                count(&pieces, Source::Hour),
-                count(&pieces, Source::Quarter)
-            ),
-            (2, 88)
-        );
+        assert_eq!(counts(&pieces), [0, 88, 2, 0]);
     }
 
     #[test]
@@ -406,7 +383,7 @@ mod tests {
         let pieces = cover(start, end, &coverage(&[late], &[late], i64::MAX, i64::MAX));
         assert_exact(&pieces, start, end);
         assert!(pieces.iter().all(|piece| !piece.negative));
-        assert_eq!(count(&pieces, Source::Hour), 24);
+        assert_eq!(counts(&pieces), [0, 0, 24, 0]);
     }
 
     #[test]
@@ -428,7 +405,7 @@ mod tests {
         };
         let pieces = cover(100 * DAY, 102 * DAY, &coverage);
         assert_exact(&pieces, 100 * DAY, 102 * DAY);
-        assert_eq!(count(&pieces, Source::Quarter), 192);
+        assert_eq!(counts(&pieces), [0, 192, 0, 0]);
     }
 
     #[test]
