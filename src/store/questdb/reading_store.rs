@@ -15,7 +15,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::spool::Spool;
-use super::view_ranges::{coarse_view_names, cover, view_name, Piece, Source};
+use super::view_ranges::{cover, Grain, Piece, Source};
 use super::visibility::Visibility;
 use super::{device_list, literal, micros_literal, TableName};
 use crate::domain::{
@@ -41,10 +41,8 @@ static VIEW_SUMS: LazyLock<String> = LazyLock::new(|| {
 pub struct QuestDbReadings {
     pool: BoundedPool,
     table: TableName,
-    /// The quarter-hour view of `table`.
-    view: String,
-    /// Its hour and day views.
-    coarse: [String; 2],
+    /// The views of `table`, in the order of [`Grain::ALL`].
+    views: [String; 3],
     visibility: Visibility,
     spool: Option<Spool>,
 }
@@ -59,8 +57,7 @@ impl QuestDbReadings {
         spool: Option<Spool>,
     ) -> Self {
         Self {
-            view: view_name(table.as_str()),
-            coarse: coarse_view_names(table.as_str()),
+            views: Grain::ALL.map(|grain| grain.view_of(table.as_str())),
             pool,
             table,
             visibility,
@@ -104,27 +101,28 @@ impl QuestDbReadings {
             .iter()
             .map(|(start, end)| cover(*start, *end, &coverage))
             .collect();
-        let mut rows: BTreeMap<Source, BTreeSet<i64>> = BTreeMap::new();
+        let mut rows: BTreeMap<Grain, BTreeSet<i64>> = BTreeMap::new();
         let mut raw: Vec<(i64, i64)> = Vec::new();
         for piece in covers.iter().flatten() {
-            if piece.source == Source::Raw {
-                match raw.last_mut() {
+            match piece.source {
+                Source::Raw => match raw.last_mut() {
                     Some(run) if run.1 == piece.from => run.1 = piece.to,
                     _ => raw.push((piece.from, piece.to)),
+                },
+                Source::View(grain) => {
+                    rows.entry(grain).or_default().insert(piece.from);
                 }
-            } else {
-                rows.entry(piece.source).or_default().insert(piece.from);
             }
         }
         let list = device_list(devices);
-        let view_queries = rows.iter().map(|(source, starts)| {
+        let view_queries = rows.iter().map(|(grain, starts)| {
             let sql = format!(
                 "SELECT at, {} FROM {} WHERE device IN ({list}) AND {} GROUP BY at",
                 *VIEW_SUMS,
-                self.view_of(*source),
-                rows_filter(starts, source.length())
+                self.view_of(*grain),
+                rows_filter(starts, grain.length())
             );
-            async move { Ok::<_, StoreError>((*source, self.run(&sql).await?)) }
+            async move { Ok::<_, StoreError>((*grain, self.run(&sql).await?)) }
         });
         let raw_queries = raw.iter().map(|(from, to)| {
             let sql = format!(
@@ -142,11 +140,11 @@ impl QuestDbReadings {
             futures_util::future::try_join_all(raw_queries),
         )
         .await?;
-        let mut held: HashMap<(Source, i64), Aggregate> = HashMap::new();
-        for (source, rows) in &viewed {
+        let mut held: HashMap<(Grain, i64), Aggregate> = HashMap::new();
+        for (grain, rows) in &viewed {
             for row in rows {
                 let at = utc(row.try_get(0)?).timestamp_micros();
-                held.insert((*source, at), aggregate(row, 1)?);
+                held.insert((*grain, at), aggregate(row, 1)?);
             }
         }
         let mut sums = vec![Aggregate::default(); buckets.len()];
@@ -154,7 +152,11 @@ impl QuestDbReadings {
         for negative in [false, true] {
             for (bucket, pieces) in sums.iter_mut().zip(&covers) {
                 for piece in pieces.iter().filter(|piece| piece.negative == negative) {
-                    let Some(rows) = held.get(&(piece.source, piece.from)) else {
+                    // Raw pieces are summed below, by the quarter hour they fall in.
+                    let Source::View(grain) = piece.source else {
+                        continue;
+                    };
+                    let Some(rows) = held.get(&(grain, piece.from)) else {
                         continue;
                     };
                     if negative {
@@ -176,13 +178,13 @@ impl QuestDbReadings {
         Ok(sums)
     }
 
-    /// The view that holds the rows of `source`.
-    fn view_of(&self, source: Source) -> &str {
-        match source {
-            Source::Raw => self.table.as_str(),
-            Source::Quarter => &self.view,
-            Source::Hour => &self.coarse[0],
-            Source::Day => &self.coarse[1],
+    /// The view of `grain`.
+    fn view_of(&self, grain: Grain) -> &str {
+        let [quarter, hour, day] = &self.views;
+        match grain {
+            Grain::Quarter => quarter,
+            Grain::Hour => hour,
+            Grain::Day => day,
         }
     }
 
@@ -369,7 +371,7 @@ impl ReadingStore for QuestDbReadings {
         let kept = self
             .run(&format!(
                 "SELECT max(at) FROM {} WHERE device IN ({list})",
-                self.view
+                self.view_of(Grain::Quarter)
             ))
             .await?;
         Ok(kept

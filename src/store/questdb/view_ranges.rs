@@ -25,14 +25,35 @@ const QUARTER: i64 = 15 * 60 * 1_000_000;
 const HOUR: i64 = 4 * QUARTER;
 const DAY: i64 = 24 * HOUR;
 
-/// The name of the quarter-hour view of `table`.
-pub(super) fn view_name(table: &str) -> String {
-    format!("{table}_15m")
+/// A view's resolution: its row is one device's quarter hour, hour or day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Grain {
+    Quarter,
+    Hour,
+    Day,
 }
 
-/// The names of the hour and the day view of `table`.
-pub(super) fn coarse_view_names(table: &str) -> [String; 2] {
-    [format!("{table}_1h"), format!("{table}_1d")]
+impl Grain {
+    pub(super) const ALL: [Grain; 3] = [Grain::Quarter, Grain::Hour, Grain::Day];
+
+    /// The time one row covers.
+    pub(super) fn length(self) -> i64 {
+        match self {
+            Self::Quarter => QUARTER,
+            Self::Hour => HOUR,
+            Self::Day => DAY,
+        }
+    }
+
+    /// The name of this view of `table` (schemas 003 and 004).
+    pub(super) fn view_of(self, table: &str) -> String {
+        let suffix = match self {
+            Self::Quarter => "15m",
+            Self::Hour => "1h",
+            Self::Day => "1d",
+        };
+        format!("{table}_{suffix}")
+    }
 }
 
 /// The quarter hour (its index since the epoch) that the instant `micros` falls in.
@@ -62,30 +83,22 @@ pub(super) struct CoarseCoverage {
     /// Quarter hours (indexes) whose hour and day the views may not have taken yet; every
     /// pending one among them, so an hour or a day a view holds has no raw quarter hour.
     pub(super) unsettled: BTreeSet<i64>,
-    /// The end (microseconds, exclusive) of the hours the hour view derived.
+    pub(super) derived: Derived,
+}
+
+/// How far the hour and the day view derived passed periods: the ends (microseconds, exclusive)
+/// of their hours and days.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Derived {
     pub(super) hours_to: i64,
-    /// The same of the days the day view derived.
     pub(super) days_to: i64,
 }
 
 /// Where a piece of a bucket is summed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
     Raw,
-    Quarter,
-    Hour,
-    Day,
-}
-
-impl Source {
-    /// The time one view row covers.
-    pub(super) fn length(self) -> i64 {
-        match self {
-            Self::Raw | Self::Quarter => QUARTER,
-            Self::Hour => HOUR,
-            Self::Day => DAY,
-        }
-    }
+    View(Grain),
 }
 
 /// A part of a bucket: `[from, to)` (microseconds) of one source — one row of a view, or any
@@ -116,19 +129,18 @@ pub(super) fn cover(start: i64, end: i64, coverage: &Coverage) -> Vec<Piece> {
         pieces.push(Piece::raw(start, end));
         return pieces;
     }
-    let views = Views { quarters };
     if start < first {
         pieces.push(Piece::raw(start, first));
     }
-    if last - first >= DAY && views.coarse().is_some() {
+    if last - first >= DAY && quarters.coarse.is_some() {
         let (midnight, last_midnight) = (ceil(first, DAY), floor(last, DAY));
-        pieces.extend(views.start_edge(first, midnight));
+        pieces.extend(quarters.start_edge(first, midnight));
         for day in (midnight..last_midnight).step_by(DAY as usize) {
-            pieces.extend(views.day(day));
+            pieces.extend(quarters.day(day));
         }
-        pieces.extend(views.end_edge(last_midnight, last));
+        pieces.extend(quarters.end_edge(last_midnight, last));
     } else {
-        pieces.extend(views.span(first, last, false));
+        pieces.extend(quarters.span(first, last, false));
     }
     if last < end {
         pieces.push(Piece::raw(last, end));
@@ -151,23 +163,19 @@ impl Piece {
     }
 }
 
-/// The views as one read sees them.
-struct Views<'a> {
-    quarters: &'a QuarterCoverage,
-}
-
-impl Views<'_> {
-    fn coarse(&self) -> Option<&CoarseCoverage> {
-        self.quarters.coarse.as_ref()
-    }
-
-    /// Whether `[from, from + length)`, a whole hour or day, can be read from its view.
-    fn holds(&self, from: i64, length: i64, derived_to: impl Fn(&CoarseCoverage) -> i64) -> bool {
-        self.coarse().is_some_and(|coarse| {
-            from + length <= derived_to(coarse)
+impl QuarterCoverage {
+    /// Whether the whole hour or day of `grain` from `from` can be read from its view.
+    fn holds(&self, grain: Grain, from: i64) -> bool {
+        let to = from + grain.length();
+        self.coarse.as_ref().is_some_and(|coarse| {
+            let derived_to = match grain {
+                Grain::Day => coarse.derived.days_to,
+                Grain::Hour | Grain::Quarter => coarse.derived.hours_to,
+            };
+            to <= derived_to
                 && coarse
                     .unsettled
-                    .range(quarter_of(from)..quarter_of(from + length))
+                    .range(quarter_of(from)..quarter_of(to))
                     .next()
                     .is_none()
         })
@@ -175,8 +183,8 @@ impl Views<'_> {
 
     /// The day starting at `from`: one row, or its hours when the day view cannot give it.
     fn day(&self, from: i64) -> Vec<Piece> {
-        if self.holds(from, DAY, |coarse| coarse.days_to) {
-            vec![Piece::of(Source::Day, from, from + DAY, false)]
+        if self.holds(Grain::Day, from) {
+            vec![Piece::of(Source::View(Grain::Day), from, from + DAY, false)]
         } else {
             self.span(from, from + DAY, false)
         }
@@ -188,18 +196,20 @@ impl Views<'_> {
         let mut pieces = Vec::new();
         let mut at = from;
         while at < to {
-            if at.rem_euclid(HOUR) == 0
-                && at + HOUR <= to
-                && self.holds(at, HOUR, |coarse| coarse.hours_to)
-            {
-                pieces.push(Piece::of(Source::Hour, at, at + HOUR, negative));
+            if at.rem_euclid(HOUR) == 0 && at + HOUR <= to && self.holds(Grain::Hour, at) {
+                pieces.push(Piece::of(
+                    Source::View(Grain::Hour),
+                    at,
+                    at + HOUR,
+                    negative,
+                ));
                 at += HOUR;
                 continue;
             }
-            let source = if self.quarters.pending.contains(&quarter_of(at)) {
+            let source = if self.pending.contains(&quarter_of(at)) {
                 Source::Raw
             } else {
-                Source::Quarter
+                Source::View(Grain::Quarter)
             };
             pieces.push(Piece::of(source, at, at + QUARTER, negative));
             at += QUARTER;
@@ -211,7 +221,7 @@ impl Views<'_> {
     /// the day before the midnight less `[day, from)`, whichever reads fewer rows.
     fn start_edge(&self, from: i64, midnight: i64) -> Vec<Piece> {
         let day = midnight - DAY;
-        self.cheaper(self.span(from, midnight, false), (day, (day, from)))
+        self.cheaper(self.span(from, midnight, false), day, (day, from))
     }
 
     /// `[midnight, to)`, the end of a bucket after its last midnight: likewise, with the day
@@ -219,22 +229,23 @@ impl Views<'_> {
     fn end_edge(&self, midnight: i64, to: i64) -> Vec<Piece> {
         self.cheaper(
             self.span(midnight, to, false),
-            (midnight, (to, midnight + DAY)),
+            midnight,
+            (to, midnight + DAY),
         )
     }
 
     /// `own`, or the day at `day` less the span `outside`, whichever has fewer pieces (a tie
     /// goes to `own`, which only adds). The day is an option only when its view holds it, so
     /// what is taken away from it, inside it, needs no raw readings.
-    fn cheaper(&self, own: Vec<Piece>, (day, (from, to)): (i64, (i64, i64))) -> Vec<Piece> {
-        if own.is_empty() || !self.holds(day, DAY, |coarse| coarse.days_to) {
+    fn cheaper(&self, own: Vec<Piece>, day: i64, (from, to): (i64, i64)) -> Vec<Piece> {
+        if own.is_empty() || !self.holds(Grain::Day, day) {
             return own;
         }
         let taken = self.span(from, to, true);
         if taken.len() + 1 >= own.len() {
             return own;
         }
-        let mut pieces = vec![Piece::of(Source::Day, day, day + DAY, false)];
+        let mut pieces = vec![Piece::of(Source::View(Grain::Day), day, day + DAY, false)];
         pieces.extend(taken);
         pieces
     }
@@ -265,8 +276,7 @@ mod tests {
                 pending: pending.iter().copied().collect(),
                 coarse: Some(CoarseCoverage {
                     unsettled: unsettled.iter().copied().collect(),
-                    hours_to,
-                    days_to,
+                    derived: Derived { hours_to, days_to },
                 }),
             }),
         }
@@ -302,8 +312,9 @@ mod tests {
 
     /// How many pieces come from each source: raw, quarter hours, hours, days.
     fn counts(pieces: &[Piece]) -> [usize; 4] {
-        [Source::Raw, Source::Quarter, Source::Hour, Source::Day]
-            .map(|source| pieces.iter().filter(|piece| piece.source == source).count())
+        let count = |source| pieces.iter().filter(|piece| piece.source == source).count();
+        let [quarter, hour, day] = Grain::ALL.map(|grain| count(Source::View(grain)));
+        [count(Source::Raw), quarter, hour, day]
     }
 
     #[test]

@@ -49,9 +49,7 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use tokio::sync::{watch, Notify};
 
-use super::view_ranges::{
-    coarse_view_names, quarter_of, view_name, CoarseCoverage, Coverage, QuarterCoverage,
-};
+use super::view_ranges::{quarter_of, CoarseCoverage, Coverage, Derived, Grain, QuarterCoverage};
 use super::TableName;
 use crate::domain::{DeviceUuid, StoredReading};
 use crate::store::postgres::BoundedPool;
@@ -113,13 +111,6 @@ struct Acknowledged {
     /// caught up with the quarter-hour view at a look (or at the start) and neither was
     /// `invalid` at the last one.
     coarse: Option<Derived>,
-}
-
-/// The ends (microseconds, exclusive) of the hours and the days the coarse views derived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Derived {
-    hours_to: i64,
-    days_to: i64,
 }
 
 impl Acknowledged {
@@ -258,8 +249,7 @@ impl Visibility {
         let pending = later_than(*self.shared.refreshed.borrow());
         let coarse = state.coarse.map(|derived| CoarseCoverage {
             unsettled: later_than(state.settled),
-            hours_to: derived.hours_to,
-            days_to: derived.days_to,
+            derived,
         });
         Coverage {
             quarters: Some(QuarterCoverage { pending, coarse }),
@@ -305,7 +295,8 @@ struct Look {
 impl Look {
     fn of(table: &TableName) -> Self {
         let table = table.as_str();
-        let (view, coarse) = (view_name(table), coarse_view_names(table));
+        let [view, hour, day] = Grain::ALL.map(|grain| grain.view_of(table));
+        let coarse = [hour, day];
         let sql = format!(
             "SELECT w.name, w.sequencerTxn, w.writerTxn, v.view_status, \
              v.refresh_base_table_txn, v.refresh_period_hi \
