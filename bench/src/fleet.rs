@@ -148,7 +148,8 @@ pub struct Registration {
 }
 
 /// The fleet in `file` when it exists and is big enough (its first `count` devices), else a newly
-/// registered one, saved to `file` when given.
+/// registered one, saved to `file` when given. A file holding another owner's devices is refused:
+/// uploading them would go on, but the owner's reads and loss check would look at nothing of it.
 pub async fn load_or_register(
     target: &Target,
     token: &HeaderValue,
@@ -157,6 +158,15 @@ pub async fn load_or_register(
 ) -> Result<Obtained, BoxError> {
     if let Some(path) = file.filter(|path| path.exists()) {
         let mut fleet = Fleet::load(path)?;
+        if fleet.owner != registration.owner {
+            return Err(format!(
+                "the fleet file {} holds devices of {}, not of {}",
+                path.display(),
+                fleet.owner,
+                registration.owner
+            )
+            .into());
+        }
         if fleet.devices.len() >= registration.count {
             fleet.devices.truncate(registration.count);
             eprintln!(
@@ -327,4 +337,56 @@ pub async fn list_devices(target: &Target, token: &HeaderValue) -> Result<Vec<St
     }
     let listed: Listed = serde_json::from_slice(&answer.body)?;
     Ok(listed.data.into_iter().map(|device| device.id).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fleet file of `owner` in a fresh directory, and a target nothing listens on.
+    async fn saved(owner: &str) -> (tempfile::TempDir, PathBuf, Target) {
+        let dir = tempfile::tempdir().expect("temporary dir");
+        let path = dir.path().join("fleet.json");
+        let mut fleet = Fleet::synthetic(3);
+        fleet.owner = owner.into();
+        fleet.save(&path).expect("saved");
+        let target = Target::parse("http://127.0.0.1:9").await.expect("target");
+        (dir, path, target)
+    }
+
+    fn registration(owner: &str) -> Registration {
+        Registration {
+            owner: owner.into(),
+            count: 2,
+            connections: 1,
+            name_prefix: "test".into(),
+            request_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fleet_file_of_another_owner_is_refused() {
+        let (_dir, path, target) = saved("fleet").await;
+        let token = HeaderValue::from_static("Bearer test");
+        let refused = load_or_register(&target, &token, Some(&path), &registration("other"))
+            .await
+            .expect_err("another owner's fleet");
+        assert!(
+            refused
+                .to_string()
+                .contains("holds devices of fleet, not of other"),
+            "{refused}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fleet_file_of_the_owner_is_loaded_without_registering() {
+        let (_dir, path, target) = saved("fleet").await;
+        let token = HeaderValue::from_static("Bearer test");
+        let obtained = load_or_register(&target, &token, Some(&path), &registration("fleet"))
+            .await
+            .expect("the owner's fleet");
+        assert!(!obtained.registered);
+        assert_eq!(obtained.fleet.devices.len(), 2);
+    }
 }
