@@ -300,3 +300,45 @@ async fn the_owner_snapshot_follows_folded_readings_replacements_deletions_and_t
         "the hour up to the last contact"
     );
 }
+
+/// Connections this process holds open on `data_dir`'s `airq.db` (Linux: `/proc/self/fd`).
+#[cfg(target_os = "linux")]
+fn open_database_files(data_dir: &Path) -> usize {
+    let database = data_dir.join("airq.db");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| *target == database)
+        .count()
+}
+
+/// The writer, the checkpointer and the eight readers of `src/store/sqlite/mod.rs`, at most.
+#[cfg(target_os = "linux")]
+const MOST_DATABASE_CONNECTIONS: usize = 10;
+
+#[cfg(target_os = "linux")]
+#[airq_test::test]
+async fn a_burst_of_reads_waits_for_the_bounded_readers_instead_of_opening_more() {
+    let app = TestApp::spawn().await;
+    let names: Vec<String> = (0..48).map(|n| format!("sensor {n}")).collect();
+    let devices = join_all(names.iter().map(|name| app.register_named("alice", name))).await;
+    let reading = sample();
+    join_all(devices.iter().map(|device| app.upload_ok(device, &reading))).await;
+
+    let paths: Vec<String> = devices
+        .iter()
+        .map(|device| format!("/devices/{}/current", device["id"].as_str().expect("id")))
+        .chain(std::iter::repeat_n(
+            "/air-quality/current".to_owned(),
+            devices.len(),
+        ))
+        .collect();
+    let answers = join_all(paths.iter().map(|path| app.get_as("alice", path))).await;
+
+    assert!(answers.iter().all(|answer| answer.status() == 200));
+    let open = open_database_files(app.data_dir.path());
+    assert!(
+        (1..=MOST_DATABASE_CONNECTIONS).contains(&open),
+        "{open} connections on airq.db after 96 reads at once"
+    );
+}

@@ -7,7 +7,10 @@
 //! crash or a power loss; the log's appends are synced behind them by a thread of their own, and
 //! the batch writer acknowledges an upload only after that sync. `airq.db` has one writer
 //! connection (SQLite allows one writer at a time anyway, and a single connection means our own
-//! writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it.
+//! writers never meet `SQLITE_BUSY`) and a pool of readers, which WAL lets run beside it. The
+//! readers are bounded: a read waits for a free one rather than opening another, so a burst of
+//! reads (the first upload of every device of a fleet after a start looks up its key) neither
+//! piles up blocking threads nor opens, warms and drops a connection per read beyond the pool.
 //! Checkpoints (copying the WAL back into the database) mostly run on a thread of their own, so
 //! the commit that crosses SQLite's auto-checkpoint threshold finds little left to copy. That
 //! writer-side checkpoint stays on: only a checkpoint that completes between two write
@@ -36,6 +39,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
@@ -59,8 +64,11 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/sqlite/004_pooled_rollups.sql"),
 ];
 
-/// Readers kept open for reuse; more may exist briefly under load.
-const IDLE_READERS: usize = 8;
+/// Reader connections, at most: reads beyond them wait for one to be free. Eight reads at once
+/// keep two cores busy; each reader holds up to [`READER_CACHE_KIB`] of pages, and unbounded,
+/// 10,000 devices' first uploads after a start opened dozens of them at once, each on a blocking
+/// thread of its own (bench/RESULTS.md, thirtieth session).
+const READERS: usize = 8;
 /// How often the checkpointer copies the WAL back into the database.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// WAL pages after which the writer checkpoints itself: high, so the background thread has
@@ -68,8 +76,10 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 const WRITER_CHECKPOINT_PAGES: i64 = 10_000;
 /// Page cache of each reader connection, KiB: a year of day buckets in a zone off UTC midnight
 /// reads about 2 MiB of rollup pages for 20 devices, SQLite's default cache size, so with the
-/// default every such read went back to the file for part of them.
-const READER_CACHE_KIB: i64 = 8 * 1024;
+/// default every such read went back to the file for part of them. Twice that: 8 MiB each made
+/// the eight readers a quarter of the server's memory under a fleet's uploads, for no read
+/// measurably faster (bench/RESULTS.md, thirtieth session).
+const READER_CACHE_KIB: i64 = 4 * 1024;
 /// Page cache of the writer connection, KiB (its upserts touch pages all over the indexes).
 const WRITER_CACHE_KIB: i64 = 32 * 1024;
 
@@ -80,6 +90,8 @@ pub struct Sqlite {
     busy_timeout: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    /// One permit per reader connection that may exist.
+    reader_permits: Arc<Semaphore>,
     ingestion: Arc<ingest::SqliteIngestion>,
     _checkpointer: Checkpointer,
 }
@@ -113,6 +125,7 @@ impl Sqlite {
             busy_timeout,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
+            reader_permits: Arc::new(Semaphore::new(READERS)),
             ingestion,
             _checkpointer: checkpointer,
         }))
@@ -131,6 +144,10 @@ impl Sqlite {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let this = Arc::clone(self);
+        let permit = Arc::clone(&self.reader_permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Config("the reader pool was closed".into()))?;
         tokio::task::spawn_blocking(move || {
             let reused = lock(&this.readers).pop();
             let connection = match reused {
@@ -142,10 +159,9 @@ impl Sqlite {
                 }
             };
             let result = work(&connection);
-            let mut idle = lock(&this.readers);
-            if idle.len() < IDLE_READERS {
-                idle.push(connection);
-            }
+            // Back to the pool before the permit goes: the next read finds it there.
+            lock(&this.readers).push(connection);
+            drop(permit);
             result
         })
         .await?
