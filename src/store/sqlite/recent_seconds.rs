@@ -38,8 +38,12 @@ use super::pooled::key_of;
 use crate::domain::Aggregate;
 use crate::store::StoreError;
 
-/// Seconds kept over all device sets, about 100 bytes each: an owner's busy hour is 3,600.
-const MAX_SECONDS: u64 = 400_000;
+/// Seconds kept over all device sets, about 150 bytes each in the server's memory: an owner's
+/// busy hour is 3,600, so this keeps some 27 owners' hours. Four times as many (60 MB) was the
+/// largest part of the server's memory once single devices' snapshots had filled it (a widget
+/// polling many devices' current; bench/RESULTS.md, thirtieth session), for little: one device's
+/// hour is few rows to sum again.
+const MAX_SECONDS: u64 = 100_000;
 
 /// A set's sums are dropped after this long unasked.
 const IDLE: Duration = Duration::from_secs(600);
