@@ -108,6 +108,9 @@ pub enum StoreError {
     /// A blocking database task panicked or was cancelled.
     #[error("blocking store task")]
     Task(#[from] tokio::task::JoinError),
+    /// The embedded database's reader connections were closed to new reads.
+    #[error("the embedded database's readers are closed")]
+    ReadersClosed(#[from] tokio::sync::AcquireError),
     /// The task reading an export's pages ended before its last page.
     #[error("the export's reading task ended before its last page")]
     Interrupted,

@@ -144,10 +144,7 @@ impl Sqlite {
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let this = Arc::clone(self);
-        let permit = Arc::clone(&self.reader_permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::Config("the reader pool was closed".into()))?;
+        let permit = Arc::clone(&self.reader_permits).acquire_owned().await?;
         tokio::task::spawn_blocking(move || {
             let reused = lock(&this.readers).pop();
             let connection = match reused {
