@@ -94,6 +94,17 @@ pub(super) struct Derived {
     pub(super) days_to: i64,
 }
 
+impl Derived {
+    /// How far the view of `grain` derived; the quarter-hour view derives no periods.
+    fn end_of(self, grain: Grain) -> Option<i64> {
+        match grain {
+            Grain::Quarter => None,
+            Grain::Hour => Some(self.hours_to),
+            Grain::Day => Some(self.days_to),
+        }
+    }
+}
+
 /// Where a piece of a bucket is summed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
@@ -168,11 +179,7 @@ impl QuarterCoverage {
     fn holds(&self, grain: Grain, from: i64) -> bool {
         let to = from + grain.length();
         self.coarse.as_ref().is_some_and(|coarse| {
-            let derived_to = match grain {
-                Grain::Day => coarse.derived.days_to,
-                Grain::Hour | Grain::Quarter => coarse.derived.hours_to,
-            };
-            to <= derived_to
+            coarse.derived.end_of(grain).is_some_and(|end| to <= end)
                 && coarse
                     .unsettled
                     .range(quarter_of(from)..quarter_of(to))
