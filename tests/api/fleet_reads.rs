@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::common::{aqis, at, measured, sample_with, TestApp};
 use crate::upload::delete;
 
-/// Devices in the fleet: above the embedded store's pooling threshold (100).
+/// Devices in the fleet: well above the embedded store's pooling threshold (10).
 const FLEET: usize = 120;
 
 /// Registers `count` devices for alice.

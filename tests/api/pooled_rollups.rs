@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::common::{aqis, at, located, measured, sample_with, TestApp};
 use crate::upload::delete;
 
-/// Devices in the fleet: above the pooling threshold (100).
+/// Devices in the fleet: well above the pooling threshold (10).
 const FLEET: usize = 120;
 
 fn count(app: &TestApp, sql: &str) -> i64 {
@@ -65,15 +65,20 @@ fn sets(app: &TestApp) -> i64 {
 
 /// A server folding at once, alice's fleet registered, each device's reading of the 20th folded.
 async fn fleet_with_a_folded_day() -> (TestApp, Vec<Value>) {
+    fleet_of_with_a_folded_day(FLEET).await
+}
+
+/// The same with a fleet of `size` devices.
+async fn fleet_of_with_a_folded_day(size: usize) -> (TestApp, Vec<Value>) {
     let app = TestApp::spawn_with(|c| {
         c.fold.interval = Duration::from_millis(5);
         c.fold.rows = 1;
     })
     .await;
     app.clock.set(at("2026-11-25T12:00:00Z"));
-    let mut devices = Vec::with_capacity(FLEET);
+    let mut devices = Vec::with_capacity(size);
     let mut last = 0;
-    for index in 0..FLEET {
+    for index in 0..size {
         let device = app
             .register_named("alice", &format!("sensor {index}"))
             .await;
@@ -108,6 +113,20 @@ async fn readings_folded_after_a_fleets_set_was_made_count_in_its_reads() {
     // 20th: (1,210 + 119 × 10) / 120; 21st: (130 + 60 × 70) / 61.
     assert_eq!(daily_aqis_in(&app, "Asia/Kolkata").await, [20, 71]);
     assert_eq!(sets(&app), 1, "the same set answered");
+}
+
+#[airq_test::test]
+async fn ten_devices_read_from_a_set_and_nine_from_their_own_rollups() {
+    let (app, devices) = fleet_of_with_a_folded_day(10).await;
+    assert_eq!(daily_aqis(&app).await, [10]);
+    assert_eq!(sets(&app), 1, "ten devices make a set");
+
+    let last = report(&app, &devices[1], 910, "2026-11-20T08:00:00Z").await;
+    until_folded(&app, last).await;
+    assert_eq!(daily_aqis(&app).await, [100], "(910 + 9 × 10) / 10");
+    delete(&app, &devices[0]).await;
+    assert_eq!(daily_aqis(&app).await, [110], "(910 + 8 × 10) / 9");
+    assert_eq!(sets(&app), 0, "nine devices are read device by device");
 }
 
 #[airq_test::test]

@@ -15,13 +15,17 @@
 //!   same watermark, so the set's sums are the sums of its members' rows.
 //! - **A changed fleet is a new set.** A device registered or deleted changes the owner's set's
 //!   key: its next read makes the new set. A device's deletion drops every set it was in
-//!   ([`forget`]); at most [`MAX_SETS`] sets are kept, the oldest dropped first when a new one is
-//!   made, so sets of fleets that changed do not pile up.
+//!   ([`forget`]); at most [`MAX_SETS`] sets are kept, and the set read least recently by this
+//!   process ([`LastReads`]) is dropped first when a new one needs room, so sets of fleets that
+//!   changed do not pile up, and owners who keep reading keep theirs however many others read
+//!   once.
 //! - **Never a wrong answer:** a read looks its set up inside its own read transaction, so it
 //!   reads a set and the rows folded into it at one watermark; a set not (or no longer) there is
 //!   made, and the read starts again.
 
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::{Mutex, PoisonError};
 
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -30,11 +34,43 @@ use super::packed_sums;
 use super::rollup::Rollup;
 use crate::store::StoreError;
 
-/// Sets of fewer devices read their members' rollups directly: a read of 20 devices' year is a
-/// few milliseconds already, and every set costs the fold a few upserts per chunk.
-pub(super) const POOL_FROM: usize = 100;
-/// Sets kept at most.
-const MAX_SETS: i64 = 64;
+/// Sets of fewer devices read their members' rollups directly. From ten on a set pays: a year of
+/// days in a zone off UTC midnight reads a day row and the edge hours per day of every device
+/// (20 devices in Europe/Berlin: 7.2 ms at the median read device by device, 2.6 ms from their
+/// set; bench/RESULTS.md), while a set costs its build (a few milliseconds for 20 devices' year)
+/// and the fold one upsert per set and slot of each chunk.
+pub(super) const POOL_FROM: usize = 10;
+/// Sets kept at most: a set's rows are about one device's rollups, so many fit; what bounds them
+/// is the fold, which looks up the sets of every device it folds.
+const MAX_SETS: usize = 256;
+
+/// When this process last read each set, in read order: whom [`build`] drops first. A set not
+/// read since the start counts as read before every other (the older made first), so a restart
+/// forgets nothing it needs: the sets owners keep reading are read again at once.
+#[derive(Debug, Default)]
+pub(super) struct LastReads {
+    /// Read order: each set's last read's number, from a counter.
+    order: Mutex<(u64, HashMap<i64, u64>)>,
+}
+
+impl LastReads {
+    /// Notes a read of `set`.
+    pub(super) fn touch(&self, set: i64) {
+        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        order.0 += 1;
+        let tick = order.0;
+        order.1.insert(set, tick);
+    }
+
+    /// `sets` ordered least recently read first; forgets every set not among them (dropped).
+    fn coldest_first(&self, mut sets: Vec<i64>) -> Vec<i64> {
+        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        let kept: HashSet<i64> = sets.iter().copied().collect();
+        order.1.retain(|set, _| kept.contains(set));
+        sets.sort_by_key(|set| (order.1.get(set).copied().unwrap_or(0), *set));
+        sets
+    }
+}
 
 /// The number of the set with `key`, if it has been made.
 pub(super) fn find(connection: &Connection, key: &[u8; 32]) -> Result<Option<i64>, StoreError> {
@@ -45,16 +81,30 @@ pub(super) fn find(connection: &Connection, key: &[u8; 32]) -> Result<Option<i64
 }
 
 /// Makes the set of `devices` (an `rarray` of `count` UUIDs) named `key` from their rollups, in
-/// one transaction on the writer connection, dropping the oldest sets beyond [`MAX_SETS`]; its
-/// number (the existing one if another read made it meanwhile).
+/// one transaction on the writer connection, dropping the sets least recently read beyond
+/// [`MAX_SETS`]; its number (the existing one if another read made it meanwhile), noted as read.
 pub(super) fn build(
     connection: &mut Connection,
     key: &[u8; 32],
     devices: &Rc<Vec<Value>>,
     now: i64,
+    reads: &LastReads,
+) -> Result<i64, StoreError> {
+    build_within(connection, key, devices, now, reads, MAX_SETS)
+}
+
+/// [`build`], keeping at most `max_sets` sets.
+fn build_within(
+    connection: &mut Connection,
+    key: &[u8; 32],
+    devices: &Rc<Vec<Value>>,
+    now: i64,
+    reads: &LastReads,
+    max_sets: usize,
 ) -> Result<i64, StoreError> {
     let transaction = connection.transaction()?;
     if let Some(number) = find(&transaction, key)? {
+        reads.touch(number);
         return Ok(number);
     }
     let count = i64::try_from(devices.len()).unwrap_or(i64::MAX);
@@ -80,14 +130,16 @@ pub(super) fn build(
             ))?
             .execute(params![Rc::clone(devices), number])?;
     }
-    let oldest: Vec<i64> = transaction
-        .prepare_cached("SELECT number FROM pooled_sets ORDER BY number DESC LIMIT -1 OFFSET ?1")?
-        .query_map([MAX_SETS], |row| row.get(0))?
+    let others: Vec<i64> = transaction
+        .prepare_cached("SELECT number FROM pooled_sets WHERE number != ?1")?
+        .query_map([number], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
-    for set in oldest {
+    let excess = others.len().saturating_sub(max_sets.saturating_sub(1));
+    for set in reads.coldest_first(others).into_iter().take(excess) {
         drop_set(&transaction, set)?;
     }
     transaction.commit()?;
+    reads.touch(number);
     Ok(number)
 }
 
@@ -143,5 +195,57 @@ mod tests {
         assert_eq!(key_of(&[a, b]), key_of(&[b, a]));
         assert_ne!(key_of(&[a, b]), key_of(&[a]));
         assert_ne!(key_of(&[a]), key_of(&[b]));
+    }
+
+    /// A database with the embedded store's schema and functions.
+    fn database() -> Connection {
+        let mut connection = Connection::open_in_memory().expect("in-memory database");
+        rusqlite::vtab::array::load_module(&connection).expect("rarray");
+        packed_sums::register(&connection).expect("sums functions");
+        super::super::packed_reading::register(&connection).expect("reading functions");
+        super::super::migrate(&mut connection, super::super::SCHEMA).expect("schema");
+        connection
+    }
+
+    /// Makes the set of the one device `[n; 16]`, keeping at most two sets.
+    fn make(connection: &mut Connection, reads: &LastReads, n: u8) -> i64 {
+        let devices = Rc::new(vec![Value::Blob(vec![n; 16])]);
+        build_within(connection, &key_of(&[[n; 16]]), &devices, 0, reads, 2).expect("built")
+    }
+
+    fn kept(connection: &Connection, n: u8) -> Option<i64> {
+        find(connection, &key_of(&[[n; 16]])).expect("looked up")
+    }
+
+    #[test]
+    fn a_new_set_pushes_out_the_set_read_least_recently_not_the_oldest() {
+        let mut connection = database();
+        let reads = LastReads::default();
+        let first = make(&mut connection, &reads, 1);
+        let second = make(&mut connection, &reads, 2);
+        reads.touch(first);
+        let third = make(&mut connection, &reads, 3);
+        assert_eq!(
+            kept(&connection, 1),
+            Some(first),
+            "read after the second was made"
+        );
+        assert_eq!(
+            kept(&connection, 2),
+            None,
+            "made after the first, read before it"
+        );
+        assert_eq!(kept(&connection, 3), Some(third));
+        assert_ne!(second, third);
+    }
+
+    #[test]
+    fn making_a_set_that_exists_drops_nothing() {
+        let mut connection = database();
+        let reads = LastReads::default();
+        let first = make(&mut connection, &reads, 1);
+        let second = make(&mut connection, &reads, 2);
+        assert_eq!(make(&mut connection, &reads, 1), first);
+        assert_eq!(kept(&connection, 2), Some(second));
     }
 }

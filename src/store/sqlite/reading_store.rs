@@ -22,7 +22,7 @@ use super::dictionary::device_number;
 use super::export_pages;
 use super::ingest::{count_removed, folded_id, removed, LoggedRow, Replaced, UnconsumedView};
 use super::located::{located_before, Located};
-use super::pooled::{self, POOL_FROM};
+use super::pooled::{self, LastReads, POOL_FROM};
 use super::recent_seconds::{RecentSeconds, Seconds};
 use super::rollup::{hours_through, plan_reads, SlotSums, Source};
 use super::set_latest::{FoldedLatest, Position, SetLatest};
@@ -74,6 +74,8 @@ pub struct SqliteReadings {
     db: Arc<Sqlite>,
     recent: RecentSeconds,
     latest: SetLatest,
+    /// Which pooled sets were read lately: the ones a new set does not push out.
+    reads: Arc<LastReads>,
 }
 
 impl SqliteReadings {
@@ -83,6 +85,7 @@ impl SqliteReadings {
             db,
             recent: RecentSeconds::default(),
             latest: SetLatest::default(),
+            reads: Arc::default(),
         }
     }
 
@@ -116,10 +119,14 @@ impl SqliteReadings {
         let buckets: Vec<_> = plan.buckets.iter().map(|b| (b.start, b.end)).collect();
         let starts: Vec<i64> = plan.buckets.iter().map(|b| to_micros(b.start)).collect();
         let end = plan.buckets.last().map_or(i64::MIN, |b| to_micros(b.end));
+        let reads = Arc::clone(&self.reads);
         self.with_view(devices, move |connection, devices, view| {
             let source = match pooled {
                 Some(key) => match pooled::find(connection, &key)? {
-                    Some(set) => Source::Pooled(set),
+                    Some(set) => {
+                        reads.touch(set);
+                        Source::Pooled(set)
+                    }
                     None => return Ok(None),
                 },
                 None => Source::Devices(devices),
@@ -153,9 +160,10 @@ impl SqliteReadings {
             }
             let owned = owned.clone();
             let now = Utc::now().timestamp_micros();
+            let reads = Arc::clone(&self.reads);
             self.db
                 .write(move |connection| {
-                    pooled::build(connection, &key, &device_array(&owned), now)
+                    pooled::build(connection, &key, &device_array(&owned), now, &reads)
                 })
                 .await?;
         }
