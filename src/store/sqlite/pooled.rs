@@ -25,13 +25,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::packed_sums;
 use super::rollup::Rollup;
+use super::{lock, packed_sums};
 use crate::store::StoreError;
 
 /// Sets of fewer devices read their members' rollups directly. From ten on a set pays: a year of
@@ -56,7 +56,7 @@ pub(super) struct LastReads {
 impl LastReads {
     /// Notes a read of `set`.
     pub(super) fn touch(&self, set: i64) {
-        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut order = lock(&self.order);
         order.0 += 1;
         let tick = order.0;
         order.1.insert(set, tick);
@@ -64,7 +64,7 @@ impl LastReads {
 
     /// `sets` ordered least recently read first; forgets every set not among them (dropped).
     fn coldest_first(&self, mut sets: Vec<i64>) -> Vec<i64> {
-        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut order = lock(&self.order);
         let kept: HashSet<i64> = sets.iter().copied().collect();
         order.1.retain(|set, _| kept.contains(set));
         sets.sort_by_key(|set| (order.1.get(set).copied().unwrap_or(0), *set));
