@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use moka::sync::Cache;
 
-use crate::domain::{DeviceId, DeviceUuid};
+use crate::domain::{DeviceId, DeviceUuid, OwnerId};
 use crate::metrics::CacheCounters;
 use crate::store::{DeviceStore, KeyRecord, StoreError};
 
@@ -33,10 +33,12 @@ pub enum DeviceAuthError {
 }
 
 /// The device an upload speaks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthenticatedDevice {
     /// Its path id.
     pub id: DeviceUuid,
+    /// Its owner, whom its readings are stored for.
+    pub owner: Arc<OwnerId>,
 }
 
 /// Verifies device keys through a cache in front of the device store.
@@ -97,7 +99,10 @@ impl KeyCache {
             }
         };
         if credentials.key_hash.verifies(key) {
-            Ok(AuthenticatedDevice { id: credentials.id })
+            Ok(AuthenticatedDevice {
+                id: credentials.id,
+                owner: Arc::clone(&credentials.owner),
+            })
         } else {
             Err(DeviceAuthError::Refused)
         }

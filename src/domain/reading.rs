@@ -1,5 +1,7 @@
 //! A sensor reading: the upload body of `POST /data`, parsed and bounded.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Timelike, Utc};
 
 use super::device::DeviceUuid;
@@ -7,6 +9,7 @@ use super::field_errors::{Code, FieldErrors, In};
 use super::json_document::JsonDocument;
 use super::json_fields::JsonObject;
 use super::measure::{Group, Measure, Measurements};
+use super::owner::OwnerId;
 use super::retention::MeasuredWindow;
 
 /// Longest provider name (sensor model, location source).
@@ -291,6 +294,10 @@ pub struct StoredReading {
     pub id: ReadingId,
     /// The device that sent it.
     pub device: DeviceUuid,
+    /// The device's owner at the upload: QuestDB keeps it on the row, so an owner's fleet is read
+    /// by one symbol instead of a list of every device. `None` for a reading read back from a
+    /// store or logged by an airq before it was kept (the embedded store has no use for it).
+    pub owner: Option<Arc<OwnerId>>,
     /// When it was measured (`measured_at`, else the receive time).
     pub at: DateTime<Utc>,
     /// The values.

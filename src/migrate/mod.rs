@@ -29,12 +29,13 @@
 
 mod progress;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::data_dir::{DataDirError, DataDirLock, FORMAT_FILE};
-use crate::domain::{Device, DeviceUuid, KeyHash};
+use crate::domain::{Device, DeviceUuid, KeyHash, OwnerId};
 use crate::store::ingest_log::SEGMENT_BYTES;
 use crate::store::postgres::{self, MigrationTarget};
 use crate::store::questdb::{QuestDbConfig, QuestDbImport};
@@ -163,7 +164,9 @@ pub async fn run(plan: &Plan) -> Result<Report, MigrateError> {
         .await
         .map_err(MigrateError::Source)?;
     let (readings, mut differences) = match &plan.questdb {
-        Some(questdb) => copy_readings(plan, questdb, &source, &target, &counts).await?,
+        Some(questdb) => {
+            copy_readings(plan, questdb, (&source, &devices), &target, &counts).await?
+        }
         None => (
             Readings::Stay {
                 count: counts.total(),
@@ -205,12 +208,13 @@ async fn copy_devices(
     Ok(written)
 }
 
-/// Copies the readings past the recorded progress into QuestDB and counts them there; where the
-/// readings are, and the differences of the count check.
+/// Copies the readings past the recorded progress into QuestDB, each with its device's owner
+/// (of `devices`), and counts them there; where the readings are, and the differences of the
+/// count check.
 async fn copy_readings(
     plan: &Plan,
     questdb: &QuestDbConfig,
-    source: &SqliteSource,
+    (source, devices): (&SqliteSource, &[(Device, KeyHash)]),
     target: &MigrationTarget,
     counts: &ReadingCounts,
 ) -> Result<(Readings, Vec<String>), MigrateError> {
@@ -234,13 +238,20 @@ async fn copy_readings(
         .count_after(after)
         .await
         .map_err(MigrateError::Source)?;
+    let owners: HashMap<DeviceUuid, Arc<OwnerId>> = devices
+        .iter()
+        .map(|(device, _)| (device.id, Arc::new(device.owner.clone())))
+        .collect();
     let mut progress = Progress::start("readings", remaining);
     let mut copied = 0;
     loop {
-        let batch = source
+        let mut batch = source
             .readings_after(after, READINGS_PER_BATCH)
             .await
             .map_err(MigrateError::Source)?;
+        for reading in &mut batch {
+            reading.owner = owners.get(&reading.device).cloned();
+        }
         let Some(last) = batch.last().map(|reading| reading.id.get()) else {
             break;
         };

@@ -3,8 +3,8 @@
 use chrono::{DateTime, Utc};
 
 use crate::domain::snapshot::window;
-use crate::domain::{DeviceUuid, RawRetention, Snapshot, Status};
-use crate::store::{ReadingStore, StoreError};
+use crate::domain::{RawRetention, Snapshot, Status};
+use crate::store::{Fleet, ReadingStore, StoreError};
 
 /// What can be said of the current air quality of some devices.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,17 +31,18 @@ impl Current {
     }
 }
 
-/// The current snapshot of `devices` pooled, with raw readings kept as `retention` says.
+/// The current snapshot of the fleet's devices pooled, with raw readings kept as `retention`
+/// says.
 pub async fn snapshot(
     store: &dyn ReadingStore,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     now: DateTime<Utc>,
     retention: RawRetention,
 ) -> Result<Current, StoreError> {
-    if devices.is_empty() {
+    if fleet.devices.is_empty() {
         return Ok(Current::NeverReported);
     }
-    let Some(parts) = store.current(devices, now).await? else {
+    let Some(parts) = store.current(fleet, now).await? else {
         return Ok(Current::NeverReported);
     };
     let (after, _) = window(now, parts.last_seen);

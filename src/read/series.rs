@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
 use crate::domain::timeline::Bucket;
-use crate::domain::{BucketPlan, CustomQuery, DeviceUuid, HistoricalQuery, Measurements};
-use crate::store::{ReadingStore, StoreError};
+use crate::domain::{BucketPlan, CustomQuery, HistoricalQuery, Measurements};
+use crate::store::{Fleet, ReadingStore, StoreError};
 
 /// The non-empty buckets of a plan with their means, oldest first.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,30 +16,30 @@ pub struct Series {
     pub points: Vec<(Bucket, Measurements)>,
 }
 
-/// The timeline `query` asks for, at `now`, of `devices` pooled.
+/// The timeline `query` asks for, at `now`, of the fleet's devices pooled.
 pub async fn timeline(
     store: &dyn ReadingStore,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     query: HistoricalQuery,
     now: DateTime<Utc>,
 ) -> Result<Series, StoreError> {
     series(
         store,
-        devices,
+        fleet,
         BucketPlan::timeline(query.timeline, query.tz, now),
     )
     .await
 }
 
-/// The custom range `query` asks for, of `devices` pooled.
+/// The custom range `query` asks for, of the fleet's devices pooled.
 pub async fn custom(
     store: &dyn ReadingStore,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     query: CustomQuery,
 ) -> Result<Series, StoreError> {
     series(
         store,
-        devices,
+        fleet,
         BucketPlan::custom(query.range, query.interval, query.tz),
     )
     .await
@@ -47,13 +47,13 @@ pub async fn custom(
 
 async fn series(
     store: &dyn ReadingStore,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     plan: BucketPlan,
 ) -> Result<Series, StoreError> {
-    let aggregates = if devices.is_empty() {
+    let aggregates = if fleet.devices.is_empty() {
         Vec::new()
     } else {
-        store.buckets(devices, &plan).await?
+        store.buckets(fleet, &plan).await?
     };
     let points = plan
         .buckets

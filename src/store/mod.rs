@@ -124,8 +124,8 @@ pub enum StoreError {
 pub struct KeyRecord {
     /// The device's path id.
     pub id: DeviceUuid,
-    /// Its owner.
-    pub owner: OwnerId,
+    /// Its owner (shared by every upload the cached record authenticates).
+    pub owner: std::sync::Arc<OwnerId>,
     /// The hash of its current key.
     pub key_hash: KeyHash,
 }
@@ -253,6 +253,34 @@ pub trait RawPruner: Send + Sync + std::fmt::Debug {
     async fn prune_raw(&self, before: DateTime<Utc>, rows: usize) -> Result<usize, StoreError>;
 }
 
+/// Devices read together: the ones named, or every device of an owner.
+#[derive(Debug, Clone, Copy)]
+pub struct Fleet<'a> {
+    /// The devices, already checked for ownership or visibility by the caller.
+    pub devices: &'a [DeviceUuid],
+    /// Their owner when `devices` are all of that owner's devices: a backend that keeps the
+    /// owner on its rows reads them by it instead of naming every device.
+    pub owner: Option<&'a OwnerId>,
+}
+
+impl<'a> Fleet<'a> {
+    /// `devices`, named one by one.
+    pub fn of(devices: &'a [DeviceUuid]) -> Self {
+        Self {
+            devices,
+            owner: None,
+        }
+    }
+
+    /// Every device of `owner`: `devices`.
+    pub fn owned(owner: &'a OwnerId, devices: &'a [DeviceUuid]) -> Self {
+        Self {
+            devices,
+            owner: Some(owner),
+        }
+    }
+}
+
 /// What [`ReadingStore::current`] reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CurrentParts {
@@ -280,16 +308,17 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         until: DateTime<Utc>,
     ) -> Result<Aggregate, StoreError>;
 
-    /// What the current snapshot of `devices` pooled is made of, at `now`: the latest sample's
+    /// What the current snapshot of the fleet's devices pooled is made of, at `now`: the latest sample's
     /// time, the sums over the snapshot's window of it ([`window`]) and the latest located
     /// sample's position; `None` when none of them has a sample. A backend that can answers in
     /// one read (an owner of 10,000 devices made three, each going through all of them); the
     /// default makes the three reads.
     async fn current(
         &self,
-        devices: &[DeviceUuid],
+        fleet: Fleet<'_>,
         now: DateTime<Utc>,
     ) -> Result<Option<CurrentParts>, StoreError> {
+        let devices = fleet.devices;
         let Some(last_seen) = self.last_seen(devices).await? else {
             return Ok(None);
         };
@@ -342,10 +371,11 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         Ok(sums)
     }
 
-    /// One aggregate per bucket of the plan, in the plan's order (empty buckets included).
+    /// One aggregate per bucket of the plan for the fleet's devices pooled, in the plan's order
+    /// (empty buckets included).
     async fn buckets(
         &self,
-        devices: &[DeviceUuid],
+        fleet: Fleet<'_>,
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError>;
 
@@ -374,8 +404,10 @@ pub trait ReadingStore: Send + Sync + std::fmt::Debug {
         Ok(None)
     }
 
-    /// Deletes every reading of a deleted device (where the backend can delete).
-    async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError>;
+    /// Deletes every reading of `device` of `owner`, which is about to be deleted (where the
+    /// backend can delete; where it cannot, its readings are left out of the owner's reads from
+    /// now on, once the device is no longer among them).
+    async fn forget_device(&self, owner: &OwnerId, device: DeviceUuid) -> Result<(), StoreError>;
 
     /// Whether the store answers (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -22,6 +22,7 @@ include!("contract_suite.rs");
 mod migrate;
 mod migrate_progress;
 mod outage;
+mod owners;
 mod pipeline;
 mod retention;
 mod rollups;

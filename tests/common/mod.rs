@@ -102,7 +102,13 @@ impl Drop for TestTable {
                 format!("DROP MATERIALIZED VIEW IF EXISTS {}_{view}", self.name),
             );
         }
-        clean_up(&self.pg, format!("DROP TABLE IF EXISTS {}", self.name));
+        // The table, and the owner record and deletions that come with it.
+        for suffix in ["", "_since", "_gone"] {
+            clean_up(
+                &self.pg,
+                format!("DROP TABLE IF EXISTS {}{suffix}", self.name),
+            );
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::http::guards::authenticate;
 use crate::http::state::AppState;
 use crate::http::{Request, Response};
 use crate::read::series;
+use crate::store::Fleet;
 
 const DEVICE_NOT_FOUND: &str = "no device with this id";
 const NEVER_REPORTED: &str = "this device has not reported any reading yet";
@@ -37,7 +38,7 @@ async fn owned_device(
 pub async fn owner_current(request: Request, state: &AppState) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
     let devices = owned_devices(state, &owner).await?;
-    let snapshot = super::known(state, &devices, NONE_REPORTED).await?;
+    let snapshot = super::known(state, Fleet::owned(&owner, &devices), NONE_REPORTED).await?;
     respond::data(SnapshotView::new(&snapshot, true))
 }
 
@@ -50,7 +51,7 @@ pub async fn device_current(
     let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
     let device = owned_device(state, &owner, id).await?;
-    let snapshot = super::known(state, &[device], NEVER_REPORTED).await?;
+    let snapshot = super::known(state, Fleet::of(&[device]), NEVER_REPORTED).await?;
     respond::data(SnapshotView::new(&snapshot, true))
 }
 
@@ -59,7 +60,7 @@ pub async fn owner_historical(request: Request, state: &AppState) -> Result<Resp
     let owner = authenticate::owner(&request, state).await?;
     let query = HistoricalQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
-    historical(state, &devices, query).await
+    historical(state, Fleet::owned(&owner, &devices), query).await
 }
 
 /// `GET /devices/{id}/historical?timeline=…&tz=…`.
@@ -74,17 +75,16 @@ pub async fn device_historical(
         HistoricalQuery::parse(&QueryParams::parse(request.uri().query())),
     )?;
     let device = owned_device(state, &owner, id).await?;
-    historical(state, &[device], query).await
+    historical(state, Fleet::of(&[device]), query).await
 }
 
-/// `GET …/historical` of `devices` pooled, for the owner.
+/// `GET …/historical` of the fleet's devices pooled, for the owner.
 async fn historical(
     state: &AppState,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     query: HistoricalQuery,
 ) -> Result<Response, ApiError> {
-    let series =
-        series::timeline(state.readings.as_ref(), devices, query, state.clock.now()).await?;
+    let series = series::timeline(state.readings.as_ref(), fleet, query, state.clock.now()).await?;
     respond::json(
         StatusCode::OK,
         &HistoricalView::new(&series, query.timeline),
@@ -96,7 +96,12 @@ pub async fn custom(request: Request, state: &AppState) -> Result<Response, ApiE
     let owner = authenticate::owner(&request, state).await?;
     let query = CustomQuery::parse(&QueryParams::parse(request.uri().query()))?;
     let devices = owned_devices(state, &owner).await?;
-    let series = series::custom(state.readings.as_ref(), &devices, query).await?;
+    let series = series::custom(
+        state.readings.as_ref(),
+        Fleet::owned(&owner, &devices),
+        query,
+    )
+    .await?;
     respond::data(points(&series))
 }
 

@@ -28,7 +28,10 @@ pub async fn upload(request: Request, state: &AppState) -> Result<Response, ApiE
     let now = state.clock.now();
     let reading = Reading::parse(&body, MeasuredWindow::at(now, state.raw_retention))?;
     let at = reading.measured_at.unwrap_or(now);
-    let receipt = state.writer.submit(device.id, at, reading).await?;
+    let receipt = state
+        .writer
+        .submit((device.id, device.owner), at, reading)
+        .await?;
     respond::json(
         StatusCode::CREATED,
         &respond::Data {
@@ -56,7 +59,10 @@ pub async fn upload_batch(request: Request, state: &AppState) -> Result<Response
         .into_iter()
         .map(|reading| (reading.measured_at.unwrap_or(now), reading))
         .collect();
-    let receipts = state.writer.submit_all(device.id, readings).await?;
+    let receipts = state
+        .writer
+        .submit_all((device.id, device.owner), readings)
+        .await?;
     respond::json(
         StatusCode::CREATED,
         &respond::Data {

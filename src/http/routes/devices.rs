@@ -128,6 +128,12 @@ pub async fn rotate_key(
 pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Response, ApiError> {
     let owner = authenticate::owner(&request, state).await?;
     let id = DeviceUuid::parse_path(id)?;
+    if state.devices.get(&owner, id).await?.is_none() {
+        return Err(ApiError::NotFound(NOT_FOUND));
+    }
+    // The readings first: a store that cannot delete them leaves them out of the owner's reads
+    // once the device is gone, and a failure here leaves the device (and its readings) whole.
+    state.readings.forget_device(&owner, id).await?;
     let device = state
         .devices
         .delete(&owner, id)
@@ -135,7 +141,6 @@ pub async fn delete(request: Request, state: &AppState, id: &str) -> Result<Resp
         .ok_or(ApiError::NotFound(NOT_FOUND))?;
     state.device_keys.evict(&device.device_id);
     state.map.invalidate();
-    state.readings.forget_device(device.id).await?;
     tracing::info!(device = %device.id, "device deleted");
     Ok(respond::empty(StatusCode::NO_CONTENT))
 }

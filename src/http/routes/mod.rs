@@ -10,7 +10,7 @@ pub mod public;
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::domain::{DeviceUuid, Snapshot};
+use crate::domain::Snapshot;
 use crate::http::edge::connections::Peer;
 use crate::http::error::ApiError;
 use crate::http::guards::client_address::client_address;
@@ -18,6 +18,7 @@ use crate::http::guards::export_slots::ExportSlot;
 use crate::http::state::AppState;
 use crate::http::Request;
 use crate::read::current::{self, Current};
+use crate::store::Fleet;
 
 /// A slot for one more raw export of the request's client address, within both bounds.
 fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiError> {
@@ -30,16 +31,16 @@ fn export_slot(request: &Request, state: &AppState) -> Result<ExportSlot, ApiErr
     Ok(state.exports.take(client)?)
 }
 
-/// The current snapshot of `devices`, or the problem that says why there is none (`never`
-/// when they never reported).
+/// The current snapshot of the fleet's devices, or the problem that says why there is none
+/// (`never` when they never reported).
 async fn known(
     state: &AppState,
-    devices: &[DeviceUuid],
+    fleet: Fleet<'_>,
     never: &'static str,
 ) -> Result<Snapshot, ApiError> {
     match current::snapshot(
         state.readings.as_ref(),
-        devices,
+        fleet,
         state.clock.now(),
         state.raw_retention,
     )

@@ -20,6 +20,7 @@ use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::http::{Request, Response};
 use crate::read::{current, series};
+use crate::store::Fleet;
 use crate::web::device_page::{self, DeviceData};
 use crate::web::layout::{Chrome, HTML};
 use crate::web::{assets, home, map_page};
@@ -63,9 +64,9 @@ pub async fn device(request: Request, state: &AppState, id: &str) -> Result<Resp
         tz: Tz::UTC,
     };
     let (snapshot, day, month) = tokio::try_join!(
-        current::snapshot(readings, &ids, now, state.raw_retention),
-        series::timeline(readings, &ids, query(Timeline::Daily), now),
-        series::timeline(readings, &ids, query(Timeline::Monthly), now),
+        current::snapshot(readings, Fleet::of(&ids), now, state.raw_retention),
+        series::timeline(readings, Fleet::of(&ids), query(Timeline::Daily), now),
+        series::timeline(readings, Fleet::of(&ids), query(Timeline::Monthly), now),
     )?;
     let data = DeviceData {
         device,

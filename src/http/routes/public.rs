@@ -25,6 +25,7 @@ use crate::http::state::AppState;
 use crate::http::{Request, Response};
 use crate::read::map::{MapEntry, MapState};
 use crate::read::{clusters, current, map, series};
+use crate::store::Fleet;
 use crate::web::badge;
 
 const NOT_PUBLIC: &str = "no public device with this id";
@@ -53,7 +54,7 @@ pub async fn badge(request: Request, state: &AppState, id: &str) -> Result<Respo
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
     let snapshot = current::snapshot(
         state.readings.as_ref(),
-        &[device.id],
+        Fleet::of(&[device.id]),
         state.clock.now(),
         state.raw_retention,
     )
@@ -73,7 +74,7 @@ pub async fn current(request: Request, state: &AppState, id: &str) -> Result<Res
     let device = public_device(state, DeviceUuid::parse_path(id)?).await?;
     let snapshot = super::known(
         state,
-        &[device.id],
+        Fleet::of(&[device.id]),
         "this device has not reported any reading yet",
     )
     .await?;
@@ -96,7 +97,7 @@ pub async fn historical(
     let device = public_device(state, id).await?;
     let series = series::timeline(
         state.readings.as_ref(),
-        &[device.id],
+        Fleet::of(&[device.id]),
         query,
         state.clock.now(),
     )

@@ -12,13 +12,14 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::receipt::{Receipt, WriteError};
-use crate::domain::{DeviceUuid, Reading};
+use crate::domain::{DeviceUuid, OwnerId, Reading};
 use crate::metrics::ServerMetrics;
 
 /// One upload waiting for its batch: one reading, or the readings of a batch upload (committed
 /// together, in one transaction, or not at all).
 pub(super) struct Upload {
     pub(super) device: DeviceUuid,
+    pub(super) owner: Arc<OwnerId>,
     pub(super) readings: Vec<(DateTime<Utc>, Reading)>,
     pub(super) reply: oneshot::Sender<Result<Vec<Receipt>, WriteError>>,
 }

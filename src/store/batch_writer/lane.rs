@@ -58,6 +58,7 @@ pub(super) async fn flush(
                     rows.push(StoredReading {
                         id,
                         device: upload.device,
+                        owner: Some(Arc::clone(&upload.owner)),
                         at,
                         reading,
                     });

@@ -67,7 +67,7 @@ pub use receipt::{Receipt, WriteError};
 use syncing::Syncing;
 
 use super::ReadingSink;
-use crate::domain::{DeviceUuid, Reading};
+use crate::domain::{DeviceUuid, OwnerId, Reading};
 use crate::metrics::ServerMetrics;
 
 /// A handle that submits readings; cheap to clone. The writer stops when all handles are gone.
@@ -174,23 +174,26 @@ impl BatchWriter {
         ))
     }
 
-    /// Stores a reading of `device` taken at `at`; answers once it is committed (or not).
+    /// Stores a reading of `device` (of `owner`) taken at `at`; answers once it is committed (or
+    /// not).
     pub async fn submit(
         &self,
-        device: DeviceUuid,
+        (device, owner): (DeviceUuid, Arc<OwnerId>),
         at: DateTime<Utc>,
         reading: Reading,
     ) -> Result<Receipt, WriteError> {
-        let receipts = self.submit_all(device, vec![(at, reading)]).await?;
+        let receipts = self
+            .submit_all((device, owner), vec![(at, reading)])
+            .await?;
         receipts.into_iter().next().ok_or(WriteError::Stopped)
     }
 
-    /// Stores readings of `device`, each with the time it is stored under, all in one
-    /// transaction; answers with their receipts in the same order once they are committed (or
-    /// that none of them is).
+    /// Stores readings of `device` (of `owner`), each with the time it is stored under, all in
+    /// one transaction; answers with their receipts in the same order once they are committed
+    /// (or that none of them is).
     pub async fn submit_all(
         &self,
-        device: DeviceUuid,
+        (device, owner): (DeviceUuid, Arc<OwnerId>),
         readings: Vec<(DateTime<Utc>, Reading)>,
     ) -> Result<Vec<Receipt>, WriteError> {
         let (reply, answer) = oneshot::channel();
@@ -198,6 +201,7 @@ impl BatchWriter {
         let queued = self.metrics.queue_readings(count);
         let upload = Upload {
             device,
+            owner,
             readings,
             reply,
         };

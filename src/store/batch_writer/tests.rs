@@ -39,6 +39,12 @@ impl ReadingSink for Flaky {
     }
 }
 
+/// A new device of one owner.
+fn sender() -> (DeviceUuid, Arc<OwnerId>) {
+    let owner = OwnerId::parse("owner").unwrap_or_else(|| unreachable!("a valid owner"));
+    (DeviceUuid::generate(), Arc::new(owner))
+}
+
 fn reading() -> Reading {
     Reading {
         values: Measurements::from_fn(|_| 1.0),
@@ -60,7 +66,7 @@ fn config(retries: u32) -> BatchConfig {
 }
 
 async fn submit_many(writer: &BatchWriter, count: usize) -> Vec<Result<Receipt, WriteError>> {
-    let uploads = (0..count).map(|_| writer.submit(DeviceUuid::generate(), Utc::now(), reading()));
+    let uploads = (0..count).map(|_| writer.submit(sender(), Utc::now(), reading()));
     futures_util::future::join_all(uploads).await
 }
 
@@ -268,11 +274,7 @@ async fn first_upload_syncing(
 
 fn upload(writer: &BatchWriter) -> tokio::task::JoinHandle<Result<Receipt, WriteError>> {
     let writer = writer.clone();
-    tokio::spawn(async move {
-        writer
-            .submit(DeviceUuid::generate(), Utc::now(), reading())
-            .await
-    })
+    tokio::spawn(async move { writer.submit(sender(), Utc::now(), reading()).await })
 }
 
 #[tokio::test]

@@ -1,5 +1,7 @@
 //! [`DeviceStore`] on PostgreSQL.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Transaction};
@@ -351,6 +353,7 @@ impl DeviceStore for PostgresDevices {
                 Ok(Some(KeyRecord {
                     id: DeviceUuid::from_uuid(row.try_get(0)?),
                     owner: OwnerId::parse(&owner)
+                        .map(Arc::new)
                         .ok_or_else(|| StoreError::Corrupt("device owner".into()))?,
                     key_hash: KeyHash::from_bytes(hash),
                 }))

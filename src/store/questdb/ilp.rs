@@ -52,7 +52,11 @@ impl IlpWriter {
             let reading = &row.reading;
             buffer
                 .table(self.table.as_str())?
-                .symbol("device", row.device.to_string())?
+                .symbol("device", row.device.to_string())?;
+            if let Some(owner) = &row.owner {
+                buffer.symbol("owner", owner.as_str())?;
+            }
+            buffer
                 .symbol("pms_provider", &reading.pms_provider)?
                 .symbol("temperature_provider", &reading.temperature_provider)?;
             if let Some(location) = &reading.location {

@@ -35,7 +35,7 @@ impl std::fmt::Debug for QuestDbImport {
 impl QuestDbImport {
     /// Connects to the QuestDB `config` names and creates its readings table when missing.
     pub async fn open(config: &QuestDbConfig) -> Result<Self, StoreError> {
-        let reads = super::connect(config).await?;
+        let (reads, _) = super::connect(config).await?;
         Ok(Self {
             writer: IlpWriter::new(config.ilp.clone(), config.table.clone()),
             reads,

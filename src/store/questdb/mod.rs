@@ -17,18 +17,22 @@
 //! - [`QuestDbReadings`] answers the read routes with `LATEST ON … PARTITION BY device` and
 //!   `SAMPLE BY … ALIGN TO CALENDAR`, returning the sums the embedded store returns.
 //! - Timelines, custom ranges and the current snapshot's hour sum QuestDB's materialized views:
-//!   `{table}_15m` (schema 003: per device and quarter hour, count and sums), and `{table}_1h` and
-//!   `{table}_1d` derived from it once each hour or day has passed (schema 004) — whole UTC days
+//!   `{table}_15m` (schema 004: per device and quarter hour, count and sums), and `{table}_1h` and
+//!   `{table}_1d` derived from it once each hour or day has passed (schema 005) — whole UTC days
 //!   from the day view, a zone's day edges from the hours — with the raw readings of the quarter
 //!   hours the views may not have refreshed yet ([`view_ranges`], [`Visibility`]).
-//! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (every
-//!   read names its devices, taken from the device store) and stay in the table until the raw
-//!   retention, the table's TTL, drops their partition (the view keeps its rows).
+//! - Every row carries its device's owner (schema 003), and an owner-wide read selects the rows
+//!   by owner instead of naming every device ([`owners`]).
+//! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (a read
+//!   names its devices, taken from the device store, or leaves out the owner's deleted ones) and
+//!   stay in the table until the raw retention, the table's TTL, drops their partition (the view
+//!   keeps its rows).
 
 mod forward;
 mod ids;
 mod ilp;
 mod import;
+mod owners;
 mod reading_store;
 mod sink;
 mod spool;
@@ -53,8 +57,9 @@ pub use visibility::Visibility;
 const SCHEMA: &[&str] = &[
     include_str!("../../../schema/questdb/001_readings.sql"),
     include_str!("../../../schema/questdb/002_dedup_by_measured_at.sql"),
-    include_str!("../../../schema/questdb/003_quarter_hours.sql"),
-    include_str!("../../../schema/questdb/004_hours_and_days.sql"),
+    include_str!("../../../schema/questdb/003_owner.sql"),
+    include_str!("../../../schema/questdb/004_quarter_hours.sql"),
+    include_str!("../../../schema/questdb/005_hours_and_days.sql"),
 ];
 
 /// Connections to QuestDB's PG wire kept by one process.
@@ -87,7 +92,8 @@ pub struct QuestDbConfig {
 }
 
 /// A QuestDB table name airq may splice into SQL: a letter or `_`, then letters, digits and `_`,
-/// at most 123 characters (QuestDB's 127 less the `_15m` of the table's quarter-hour view). Parsed once, at the edge (the `--questdb-table` flag).
+/// at most 121 characters (QuestDB's 127 less the `_since` of the table's owner record, the
+/// longest suffix of the tables it comes with). Parsed once, at the edge (the `--questdb-table` flag).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableName(String);
 
@@ -98,11 +104,11 @@ impl TableName {
         let first_ok = chars
             .next()
             .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        if first_ok && text.len() <= 123 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if first_ok && text.len() <= 121 && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
             Ok(Self(text.to_owned()))
         } else {
             Err(format!(
-                "{text:?} is not a table name: a letter or _, then letters, digits and _ (at most 123)"
+                "{text:?} is not a table name: a letter or _, then letters, digits and _ (at most 121)"
             ))
         }
     }
@@ -120,10 +126,12 @@ impl std::fmt::Display for TableName {
 }
 
 /// A pool on QuestDB's PG wire, with the readings table created (at start, without the calls'
-/// time bound, as PostgreSQL's schema).
-async fn connect(config: &QuestDbConfig) -> Result<BoundedPool, StoreError> {
+/// time bound, as PostgreSQL's schema), and the instant from which its rows carry their owner
+/// ([`owners::prepare`]).
+async fn connect(config: &QuestDbConfig) -> Result<(BoundedPool, i64), StoreError> {
     let (pool, _) = super::postgres::pool(&config.pg, POOL_SIZE)?;
     let client = pool.get().await?;
+    let owned_since = owners::prepare(&client, &config.table).await?;
     let table = config.table.as_str();
     for file in SCHEMA {
         for statement in file.split("\n\n") {
@@ -136,23 +144,44 @@ async fn connect(config: &QuestDbConfig) -> Result<BoundedPool, StoreError> {
             if sql.trim().is_empty() {
                 continue;
             }
-            if let Some(column) = added_column(&sql) {
-                let exists = client
-                    .query(
-                        format!("SELECT \"column\" FROM table_columns('{table}')").as_str(),
-                        &[],
-                    )
-                    .await?
-                    .iter()
-                    .any(|row| row.get::<_, String>(0) == column);
-                if exists {
+            let added = added_column(&sql);
+            if let Some(column) = added {
+                if has_column(&client, table, column).await? {
                     continue;
                 }
             }
             client.simple_query(&sql).await?;
+            // A WAL table takes a new column when it applies the change, a moment later: the
+            // statements after it (a view that selects the column) wait for that.
+            if let Some(column) = added {
+                let started = std::time::Instant::now();
+                while !has_column(&client, table, column).await? && started.elapsed() < COLUMN_WAIT
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
         }
     }
-    Ok(BoundedPool::new(pool))
+    Ok((BoundedPool::new(pool), owned_since))
+}
+
+/// How long the start waits for a WAL table to show a column it was just given.
+const COLUMN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether `table` has `column`.
+async fn has_column(
+    client: &deadpool_postgres::Client,
+    table: &str,
+    column: &str,
+) -> Result<bool, StoreError> {
+    Ok(client
+        .query(
+            format!("SELECT \"column\" FROM table_columns('{table}')").as_str(),
+            &[],
+        )
+        .await?
+        .iter()
+        .any(|row| row.try_get::<_, String>(0).is_ok_and(|name| name == column)))
 }
 
 /// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one
@@ -165,7 +194,7 @@ pub async fn open(
     (data_dir, segment_bytes): (&Path, u64),
     retention: RawRetention,
 ) -> Result<Opened, StoreError> {
-    let reads = connect(config).await?;
+    let (reads, owned_since) = connect(config).await?;
     keep_raw_for(&reads, &config.table, retention).await?;
     let visibility = Visibility::start(reads.clone(), &config.table).await?;
     let (sinks, spool): (Vec<Box<dyn ReadingSink>>, _) = match config.spool {
@@ -194,7 +223,13 @@ pub async fn open(
             (sinks, None)
         }
     };
-    let readings = QuestDbReadings::new(reads, config.table.clone(), visibility, spool.clone());
+    let owners = owners::Owners::new(reads.clone(), config.table.clone(), owned_since);
+    let readings = QuestDbReadings::new(
+        reads,
+        config.table.clone(),
+        (visibility, owners),
+        spool.clone(),
+    );
     Ok(Opened {
         sinks,
         readings,
@@ -248,6 +283,11 @@ fn literal(at: chrono::DateTime<chrono::Utc>) -> String {
 /// The same for an instant in microseconds since the epoch.
 fn micros_literal(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros).map_or_else(|| format!("{micros}"), literal)
+}
+
+/// A string literal of `text`: quoted, its quotes doubled (an owner's id is a token's `sub`).
+fn text_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// `'uuid', 'uuid', …` for an `IN (…)` list; UUIDs are generated by us, never client text.

@@ -4,7 +4,8 @@
 //! itself, never client text, and the literal form sidesteps type inference of bind variables.
 //! Every query of readings first settles the devices it reads ([`Spool::settle`] when uploads go
 //! through a spool, then [`Visibility::settle`]), so it includes every reading this process
-//! acknowledged for them.
+//! acknowledged for them. An owner-wide read selects its rows by owner where every row carries
+//! one ([`Owners`]), and names every device otherwise.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
@@ -14,15 +15,20 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::owners::Owners;
 use super::spool::Spool;
 use super::view_ranges::{cover, Grain, Piece, Source};
 use super::visibility::Visibility;
 use super::{device_list, literal, micros_literal, TableName};
+use crate::domain::snapshot::window;
 use crate::domain::{
-    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, RawReading,
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, Measurements, OwnerId,
+    RawReading,
 };
 use crate::store::postgres::BoundedPool;
-use crate::store::{columns, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS};
+use crate::store::{
+    columns, CurrentParts, Fleet, ReadingPages, ReadingStore, StoreError, EXPORT_PAGE_ROWS,
+};
 
 /// `count, one sum per value` of raw readings.
 static SUMS: LazyLock<String> =
@@ -44,16 +50,17 @@ pub struct QuestDbReadings {
     /// The views of `table`, in the order of [`Grain::ALL`].
     views: [String; 3],
     visibility: Visibility,
+    owners: Owners,
     spool: Option<Spool>,
 }
 
 impl QuestDbReadings {
     /// Readings in `table`, read through `pool`, fresh as of what `visibility` (and `spool`, when
-    /// uploads go through one) was told.
-    pub fn new(
+    /// uploads go through one) was told, owners' fleets read as `owners` says.
+    pub(super) fn new(
         pool: BoundedPool,
         table: TableName,
-        visibility: Visibility,
+        (visibility, owners): (Visibility, Owners),
         spool: Option<Spool>,
     ) -> Self {
         Self {
@@ -61,7 +68,19 @@ impl QuestDbReadings {
             pool,
             table,
             visibility,
+            owners,
             spool,
+        }
+    }
+
+    /// The condition that selects the rows of `fleet` for a read from `from` (microseconds): by
+    /// owner where every row from there on carries one, else every device named.
+    async fn filter(&self, fleet: Fleet<'_>, from: i64) -> Result<String, StoreError> {
+        match fleet.owner {
+            Some(owner) if self.owners.covers(from) => {
+                self.owners.filter(owner, fleet.devices).await
+            }
+            _ => Ok(format!("device IN ({})", device_list(fleet.devices))),
         }
     }
 
@@ -81,12 +100,26 @@ impl QuestDbReadings {
     }
 
     /// The sums of each of `buckets` (`[start, end)` in microseconds, ascending and contiguous)
-    /// for `devices`: each bucket [`cover`]ed by rows of the views and raw readings as
-    /// [`Visibility::coverage`] allows, one query per view and one per run of raw readings, run
-    /// concurrently.
+    /// for `fleet` ([`QuestDbReadings::filter`]).
     async fn bucket_sums(
         &self,
+        fleet: Fleet<'_>,
+        buckets: &[(i64, i64)],
+    ) -> Result<Vec<Aggregate>, StoreError> {
+        let Some(first) = buckets.first() else {
+            return Ok(Vec::new());
+        };
+        let filter = self.filter(fleet, first.0).await?;
+        self.sums_where(fleet.devices, &filter, buckets).await
+    }
+
+    /// The sums of each of `buckets` (as above) of the rows of `devices` that `filter` selects:
+    /// each bucket [`cover`]ed by rows of the views and raw readings as [`Visibility::coverage`]
+    /// allows, one query per view and one per run of raw readings, run concurrently.
+    async fn sums_where(
+        &self,
         devices: &[DeviceUuid],
+        filter: &str,
         buckets: &[(i64, i64)],
     ) -> Result<Vec<Aggregate>, StoreError> {
         let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
@@ -114,10 +147,9 @@ impl QuestDbReadings {
                 }
             }
         }
-        let list = device_list(devices);
         let view_queries = rows.iter().map(|(grain, starts)| {
             let sql = format!(
-                "SELECT at, {} FROM {} WHERE device IN ({list}) AND {} GROUP BY at",
+                "SELECT at, {} FROM {} WHERE {filter} AND {} GROUP BY at",
                 *VIEW_SUMS,
                 self.view_of(*grain),
                 rows_filter(starts, grain.length())
@@ -126,7 +158,7 @@ impl QuestDbReadings {
         });
         let raw_queries = raw.iter().map(|(from, to)| {
             let sql = format!(
-                "SELECT at, {} FROM {} WHERE device IN ({list}) AND at >= {} AND at < {} \
+                "SELECT at, {} FROM {} WHERE {filter} AND at >= {} AND at < {} \
                  SAMPLE BY 15m ALIGN TO CALENDAR",
                 *SUMS,
                 self.table,
@@ -176,6 +208,72 @@ impl QuestDbReadings {
             }
         }
         Ok(sums)
+    }
+
+    /// The latest reading's time of `owner`'s fleet `devices` read by owner, with the condition
+    /// that selected it; `None` when it is not known that way (no reading since rows carry their
+    /// owner: the caller reads device by device).
+    async fn owner_latest(
+        &self,
+        owner: &OwnerId,
+        devices: &[DeviceUuid],
+    ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
+        let filter = self.owners.filter(owner, devices).await?;
+        let rows = self
+            .query(
+                devices,
+                &format!(
+                    "SELECT at FROM {} WHERE {filter} ORDER BY at DESC LIMIT 1",
+                    self.table
+                ),
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let at = utc(row.try_get(0)?);
+        Ok(self
+            .owners
+            .covers(at.timestamp_micros())
+            .then_some((at, filter)))
+    }
+
+    /// The latest located reading's position of the rows `filter` selects, when one was stored
+    /// after `after`: the snapshot's window bounds the search, as a fleet without positions would
+    /// otherwise be read back to its first row.
+    async fn position_after(
+        &self,
+        filter: &str,
+        after: DateTime<Utc>,
+    ) -> Result<Option<LocatedAt>, StoreError> {
+        let rows = self
+            .run(&format!(
+                "SELECT at, lat, lon, location_provider FROM {} \
+                 WHERE {filter} AND lat IS NOT NULL AND at > {} ORDER BY at DESC LIMIT 1",
+                self.table,
+                literal(after)
+            ))
+            .await?;
+        rows.first()
+            .map(|row| {
+                Ok(LocatedAt {
+                    at: utc(row.try_get(0)?),
+                    lat: row.try_get(1)?,
+                    lon: row.try_get(2)?,
+                    provider: row.try_get::<_, Option<String>>(3)?.unwrap_or_default(),
+                })
+            })
+            .transpose()
+    }
+
+    /// The latest located reading's position of `devices`, device by device.
+    async fn position_of(&self, devices: &[DeviceUuid]) -> Result<Option<LocatedAt>, StoreError> {
+        Ok(self
+            .latest_located(devices)
+            .await?
+            .into_iter()
+            .map(|(_, latest, _)| latest.position)
+            .max_by_key(|position| position.at))
     }
 
     /// The view of `grain`.
@@ -394,18 +492,73 @@ impl ReadingStore for QuestDbReadings {
         // `(after, until]` is `[after + 1 µs, until + 1 µs)`: instants are whole microseconds.
         let range = (after.timestamp_micros() + 1, until.timestamp_micros() + 1);
         Ok(self
-            .bucket_sums(devices, &[range])
+            .bucket_sums(Fleet::of(devices), &[range])
             .await?
             .pop()
             .unwrap_or_default())
     }
 
+    /// By owner where it can ([`QuestDbReadings::owner_latest`]): the latest reading, the window's
+    /// sums and the latest position in it; device by device for what it cannot.
+    async fn current(
+        &self,
+        fleet: Fleet<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<CurrentParts>, StoreError> {
+        let devices = fleet.devices;
+        let by_owner = match fleet.owner {
+            Some(owner) if !devices.is_empty() => self.owner_latest(owner, devices).await?,
+            _ => None,
+        };
+        let (last_seen, filter) = match by_owner {
+            Some((at, filter)) => (at, Some(filter)),
+            None => match self.last_seen(devices).await? {
+                Some(at) => (at, None),
+                None => return Ok(None),
+            },
+        };
+        let (after, until) = window(now, last_seen);
+        // `(after, until]` is `[after + 1 µs, until + 1 µs)`: instants are whole microseconds.
+        let range = (after.timestamp_micros() + 1, until.timestamp_micros() + 1);
+        let filter = filter.filter(|_| self.owners.covers(range.0));
+        let (sums, location) = match &filter {
+            Some(filter) => {
+                let (sums, position) = futures_util::future::try_join(
+                    self.sums_where(devices, filter, &[range]),
+                    self.position_after(filter, after),
+                )
+                .await?;
+                let location = match position {
+                    Some(position) => Some(position),
+                    None => self.position_of(devices).await?,
+                };
+                (sums, location)
+            }
+            None => {
+                futures_util::future::try_join(
+                    self.sums_where(
+                        devices,
+                        &format!("device IN ({})", device_list(devices)),
+                        &[range],
+                    ),
+                    self.position_of(devices),
+                )
+                .await?
+            }
+        };
+        Ok(Some(CurrentParts {
+            last_seen,
+            sums: sums.into_iter().next().unwrap_or_default(),
+            location,
+        }))
+    }
+
     async fn buckets(
         &self,
-        devices: &[DeviceUuid],
+        fleet: Fleet<'_>,
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
-        if devices.is_empty() {
+        if fleet.devices.is_empty() {
             return Ok(vec![Aggregate::default(); plan.buckets.len()]);
         }
         let buckets: Vec<(i64, i64)> = plan
@@ -418,7 +571,7 @@ impl ReadingStore for QuestDbReadings {
                 )
             })
             .collect();
-        self.bucket_sums(devices, &buckets).await
+        self.bucket_sums(fleet, &buckets).await
     }
 
     async fn latest_located(
@@ -483,9 +636,10 @@ impl ReadingStore for QuestDbReadings {
         })
     }
 
-    /// QuestDB cannot delete rows; they are unreachable once the device is gone.
-    async fn forget_device(&self, _device: DeviceUuid) -> Result<(), StoreError> {
-        Ok(())
+    /// QuestDB cannot delete rows: the deletion is recorded, and the rows are unreachable once
+    /// the device is gone ([`Owners`]).
+    async fn forget_device(&self, owner: &OwnerId, device: DeviceUuid) -> Result<(), StoreError> {
+        self.owners.record_gone(owner, device).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -235,6 +235,7 @@ mod tests {
         StoredReading {
             id: ReadingId::new(id).unwrap_or_else(|| panic!("receipt id {id}")),
             device,
+            owner: None,
             at: chrono::Utc::now(),
             reading: Reading {
                 values: Measurements::from_fn(|_| 1.0),

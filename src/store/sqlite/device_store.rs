@@ -370,6 +370,7 @@ impl DeviceStore for SqliteDevices {
                 Ok(Some(KeyRecord {
                     id: parse_uuid(&id)?,
                     owner: OwnerId::parse(&owner)
+                        .map(Arc::new)
                         .ok_or_else(|| StoreError::Corrupt(format!("owner of device {id}")))?,
                     key_hash: KeyHash::from_bytes(hash),
                 }))

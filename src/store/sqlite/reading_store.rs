@@ -28,9 +28,11 @@ use super::rollup::{hours_through, plan_reads, SlotSums, Source};
 use super::set_latest::{FoldedLatest, Position, SetLatest};
 use super::{device_bytes, from_micros, packed_sums, read_device, to_micros, Sqlite};
 use crate::domain::snapshot::window;
-use crate::domain::{Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure};
+use crate::domain::{
+    Aggregate, BucketPlan, DeviceUuid, LatestLocated, LocatedAt, Measure, OwnerId,
+};
 use crate::store::{
-    CurrentParts, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS,
+    CurrentParts, Fleet, ReadingPages, ReadingStore, StoreError, WriteMark, EXPORT_PAGE_ROWS,
 };
 
 /// The `rarray` parameter listing `devices` (built inside the blocking closure: `Rc` is not `Send`).
@@ -533,9 +535,10 @@ impl ReadingStore for SqliteReadings {
 
     async fn current(
         &self,
-        devices: &[DeviceUuid],
+        fleet: Fleet<'_>,
         now: DateTime<Utc>,
     ) -> Result<Option<CurrentParts>, StoreError> {
+        let devices = fleet.devices;
         let recent = self.recent.clone();
         let kept = self.latest.clone();
         let asked = owned_devices(devices);
@@ -572,9 +575,10 @@ impl ReadingStore for SqliteReadings {
 
     async fn buckets(
         &self,
-        devices: &[DeviceUuid],
+        fleet: Fleet<'_>,
         plan: &BucketPlan,
     ) -> Result<Vec<Aggregate>, StoreError> {
+        let devices = fleet.devices;
         if devices.len() >= POOL_FROM {
             return self.pooled_bucket_sums(devices, plan).await;
         }
@@ -739,7 +743,7 @@ impl ReadingStore for SqliteReadings {
             .await
     }
 
-    async fn forget_device(&self, device: DeviceUuid) -> Result<(), StoreError> {
+    async fn forget_device(&self, _owner: &OwnerId, device: DeviceUuid) -> Result<(), StoreError> {
         let device = device_bytes(device);
         // The log first: a fold running meanwhile can then only bring rows into `airq.db` that
         // the deletes below take away.

@@ -190,6 +190,8 @@ fn read_stored(
     Ok(StoredReading {
         id,
         device: DeviceUuid::from_uuid(Uuid::from_bytes(device)),
+        // The device's row says whose it is; `airq migrate` sets it where it needs it.
+        owner: None,
         at,
         reading: Reading {
             values: body.values,
@@ -221,6 +223,7 @@ mod tests {
         StoredReading {
             id: ReadingId::new(id).unwrap_or_else(|| panic!("id {id}")),
             device,
+            owner: None,
             at: at(minute),
             reading: Reading {
                 values: Measurements::from_fn(|measure| match measure {

@@ -6,10 +6,14 @@
 //! number, so a scan stops where this life's frames end — as it stops at a frame torn by a crash,
 //! or at the zeros past the end of a new file.
 
+use std::sync::Arc;
+
 use chrono::DateTime;
 
 use crate::domain::measure::COUNT;
-use crate::domain::{DeviceUuid, Location, Measurements, Reading, ReadingId, StoredReading};
+use crate::domain::{
+    DeviceUuid, Location, Measurements, OwnerId, Reading, ReadingId, StoredReading,
+};
 use crate::store::StoreError;
 
 /// Bytes before a frame's body: its length and its checksum.
@@ -23,6 +27,9 @@ const FORGET: u8 = 2;
 const CONSUMED: u8 = 3;
 const KEYED: u8 = 1;
 const LOCATED: u8 = 2;
+/// The frame ends with the owner's id: an airq that does not know this flag reads the frame
+/// and ignores the bytes after the reading (frames before it lack them).
+const OWNED: u8 = 4;
 
 /// An entry of the log.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,6 +97,9 @@ pub(super) fn put_reading(
     if reading.location.is_some() {
         flags |= LOCATED;
     }
+    if stored.owner.is_some() {
+        flags |= OWNED;
+    }
     out.push(flags);
     for (_, value) in reading.values.iter() {
         out.extend_from_slice(&value.to_le_bytes());
@@ -100,6 +110,9 @@ pub(super) fn put_reading(
         out.extend_from_slice(&location.lat.to_le_bytes());
         out.extend_from_slice(&location.lon.to_le_bytes());
         put_text(out, &location.provider)?;
+    }
+    if let Some(owner) = &stored.owner {
+        put_text(out, owner.as_str())?;
     }
     seal(out, start, segment)
 }
@@ -226,10 +239,19 @@ pub(super) fn decode(body: &[u8]) -> Result<Entry, StoreError> {
             } else {
                 None
             };
+            let owner = if flags & OWNED != 0 {
+                let owner = body.text()?;
+                let owner = OwnerId::parse(&owner)
+                    .ok_or_else(|| StoreError::Corrupt(format!("logged owner {owner:?}")))?;
+                Some(Arc::new(owner))
+            } else {
+                None
+            };
             let stored = StoredReading {
                 id: ReadingId::new(id)
                     .ok_or_else(|| StoreError::Corrupt(format!("logged receipt id {id}")))?,
                 device,
+                owner,
                 at,
                 reading: Reading {
                     values: Measurements::from_fn(|measure| values[measure.index()]),
@@ -304,6 +326,10 @@ pub(super) mod tests {
         StoredReading {
             id: ReadingId::new(id).unwrap_or_else(|| unreachable!("ids from 1")),
             device: DeviceUuid::generate(),
+            // Odd ids carry their owner, even ones are logged as an airq before owners did.
+            owner: (id % 2 == 1).then(|| {
+                Arc::new(OwnerId::parse("owner|1").unwrap_or_else(|| unreachable!("a valid owner")))
+            }),
             at,
             reading: Reading {
                 values: Measurements::from_fn(|measure| id as f64 + measure.index() as f64 / 4.0),
