@@ -80,7 +80,7 @@ impl QuestDbReadings {
             Some(owner) if self.owners.covers(from) => {
                 self.owners.filter(owner, fleet.devices).await
             }
-            _ => Ok(format!("device IN ({})", device_list(fleet.devices))),
+            _ => Ok(devices_filter(fleet.devices)),
         }
     }
 
@@ -291,6 +291,11 @@ impl QuestDbReadings {
             .run(async |client| Ok(client.query(sql, &[]).await?))
             .await
     }
+}
+
+/// The condition that selects the rows of `devices`, each named.
+fn devices_filter(devices: &[DeviceUuid]) -> String {
+    format!("device IN ({})", device_list(devices))
 }
 
 /// The `at` condition that selects view rows starting at `starts` (each `length` long): one
@@ -536,11 +541,7 @@ impl ReadingStore for QuestDbReadings {
             }
             None => {
                 futures_util::future::try_join(
-                    self.sums_where(
-                        devices,
-                        &format!("device IN ({})", device_list(devices)),
-                        &[range],
-                    ),
+                    self.sums_where(devices, &devices_filter(devices), &[range]),
                     self.position_of(devices),
                 )
                 .await?
