@@ -65,7 +65,10 @@ impl<R: UnconsumedRow> Appender<R> {
     /// write). A failure leaves nothing of it in the log.
     pub(crate) fn append(&mut self, batch: &[StoredReading]) -> Result<(), StoreError> {
         let received_at = chrono::Utc::now().timestamp_micros();
-        let segment = self.ingestion.log().append(batch, received_at)?;
+        let segment = self
+            .ingestion
+            .log()
+            .append(batch, received_at, R::KEEPS_OWNER)?;
         self.written = Some((received_at, segment));
         Ok(())
     }

@@ -57,6 +57,9 @@ pub(crate) trait UnconsumedRow: Send + Sync + Sized + 'static {
     /// Whether only a device's latest row is kept (for a consumer whose reads ask only how far a
     /// device's rows go, not what they hold); [`Unconsumed::chunk`] is then of no use.
     const LATEST_ONLY: bool = false;
+    /// Whether the log keeps each reading's owner: only a consumer that passes it on needs it,
+    /// and every byte of an upload's frame is written and synced before its answer.
+    const KEEPS_OWNER: bool = false;
 
     /// The row a reading was logged as, received at `received_at` (microseconds since the epoch).
     fn of(stored: &StoredReading, received_at: i64, maker: &mut Self::Maker) -> Self;

@@ -168,20 +168,32 @@ async fn connect(config: &QuestDbConfig) -> Result<(BoundedPool, i64), StoreErro
 /// How long the start waits for a WAL table to show a column it was just given.
 const COLUMN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether `table` has `column`.
-async fn has_column(
+/// The columns of `table` (or view), as far as QuestDB applied its changes.
+async fn table_columns(
     client: &deadpool_postgres::Client,
     table: &str,
-    column: &str,
-) -> Result<bool, StoreError> {
-    Ok(client
+) -> Result<Vec<String>, StoreError> {
+    client
         .query(
             format!("SELECT \"column\" FROM table_columns('{table}')").as_str(),
             &[],
         )
         .await?
         .iter()
-        .any(|row| row.try_get::<_, String>(0).is_ok_and(|name| name == column)))
+        .map(|row| Ok(row.try_get::<_, String>(0)?))
+        .collect()
+}
+
+/// Whether `table` has `column`.
+async fn has_column(
+    client: &deadpool_postgres::Client,
+    table: &str,
+    column: &str,
+) -> Result<bool, StoreError> {
+    Ok(table_columns(client, table)
+        .await?
+        .iter()
+        .any(|name| name == column))
 }
 
 /// The reading store on QuestDB: its batch writer sinks — one per configured sender, or the one

@@ -20,16 +20,13 @@
 
 use std::collections::HashSet;
 
-use chrono::{TimeDelta, Utc};
+use chrono::Utc;
 
-use super::{micros_literal, text_literal, TableName};
+use super::{micros_literal, table_columns, text_literal, TableName};
+use crate::domain::retention::MAX_AHEAD;
 use crate::domain::{DeviceUuid, OwnerId};
 use crate::store::postgres::BoundedPool;
 use crate::store::StoreError;
-
-/// How far ahead of its receipt a reading may be stored: a `measured_at` at most five minutes in
-/// the future is accepted (`Reading::parse`).
-const AHEAD: TimeDelta = TimeDelta::minutes(5);
 
 /// The views of the readings table made before the owner column, dropped at the start so the
 /// schema makes them again with it; dependent views first.
@@ -58,7 +55,6 @@ pub(super) async fn prepare(
         .iter()
         .map(|row| row.try_get::<_, String>(0))
         .collect::<Result<_, _>>()?;
-    let has_owner = |name: String| async move { super::has_column(client, &name, "owner").await };
     let since_table = format!("{table}_since");
     client
         .simple_query(&format!(
@@ -74,7 +70,7 @@ pub(super) async fn prepare(
         .try_get(0)?;
     let existing = names.contains(table.as_str());
     let since = match recorded {
-        Some(since) if existing && has_owner(table.to_string()).await? => {
+        Some(since) if existing && super::has_column(client, table.as_str(), "owner").await? => {
             since.and_utc().timestamp_micros()
         }
         _ => {
@@ -86,7 +82,7 @@ pub(super) async fn prepare(
                     > 0;
             // A table with rows: every row from now on (and what may be stored ahead of now).
             let since = if has_rows {
-                (Utc::now() + AHEAD).timestamp_micros()
+                (Utc::now() + MAX_AHEAD).timestamp_micros()
             } else {
                 0
             };
@@ -120,15 +116,7 @@ pub(super) async fn prepare(
 /// view that lists none at this moment is left alone: dropping a view rebuilds it from the raw
 /// readings, which the retention may have thinned.)
 async fn lacks_owner(client: &deadpool_postgres::Client, view: &str) -> Result<bool, StoreError> {
-    let columns: Vec<String> = client
-        .query(
-            format!("SELECT \"column\" FROM table_columns('{view}')").as_str(),
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|row| row.try_get::<_, String>(0))
-        .collect::<Result<_, _>>()?;
+    let columns = table_columns(client, view).await?;
     Ok(
         columns.iter().any(|name| name == "readings")
             && !columns.iter().any(|name| name == "owner"),

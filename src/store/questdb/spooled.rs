@@ -27,6 +27,8 @@ impl UnconsumedRow for SpooledRow {
     type Maker = ();
     /// A read of a device waits for its latest spooled row, so that is all that is kept.
     const LATEST_ONLY: bool = true;
+    /// The forwarder writes each row's owner into QuestDB.
+    const KEEPS_OWNER: bool = true;
 
     fn of(stored: &StoredReading, _received_at: i64, (): &mut ()) -> Self {
         Self {

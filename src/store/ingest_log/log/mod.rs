@@ -147,20 +147,23 @@ impl IngestLog {
         self.lock().highest
     }
 
-    /// Appends `batch`, received at `received_at` (microseconds since the epoch): written, not
-    /// synced. Answers the segment it went to, which the uploads' answers must wait to be synced.
+    /// Appends `batch`, received at `received_at` (microseconds since the epoch), each reading
+    /// with its owner when `keep_owner`: written, not synced. Answers the segment it went to,
+    /// which the uploads' answers must wait to be synced.
     pub(super) fn append(
         &self,
         batch: &[StoredReading],
         received_at: i64,
+        keep_owner: bool,
     ) -> Result<Arc<File>, StoreError> {
-        self.append_each(batch.iter().map(|stored| (stored, received_at)))
+        self.append_each(batch.iter().map(|stored| (stored, received_at)), keep_owner)
     }
 
     /// Appends readings each with its own receive time (as [`Self::append`]).
     pub(super) fn append_each<'a>(
         &self,
         rows: impl IntoIterator<Item = (&'a StoredReading, i64)>,
+        keep_owner: bool,
     ) -> Result<Arc<File>, StoreError> {
         let mut state = self.lock();
         if state.position >= self.segment_bytes {
@@ -171,7 +174,7 @@ impl IngestLog {
         frames.clear();
         let mut last = 0;
         for (stored, received_at) in rows {
-            record::put_reading(&mut frames, number, stored, received_at)?;
+            record::put_reading(&mut frames, number, (stored, keep_owner), received_at)?;
             last = last.max(record::id_of(stored));
         }
         let written = self.write(&mut state, &frames, last);

@@ -76,15 +76,17 @@ pub(super) fn id_of(stored: &StoredReading) -> i64 {
     i64::try_from(stored.id.get()).unwrap_or(i64::MAX)
 }
 
-/// Appends the frame of a reading to `out`, for segment `segment`.
+/// Appends the frame of a reading to `out`, for segment `segment`, with its owner when
+/// `keep_owner`.
 pub(super) fn put_reading(
     out: &mut Vec<u8>,
     segment: u64,
-    stored: &StoredReading,
+    (stored, keep_owner): (&StoredReading, bool),
     received_at: i64,
 ) -> Result<(), StoreError> {
     let start = begin(out);
     let reading = &stored.reading;
+    let owner = stored.owner.as_ref().filter(|_| keep_owner);
     out.push(READING);
     out.extend_from_slice(&stored.id.get().to_le_bytes());
     out.extend_from_slice(stored.device.as_uuid().as_bytes());
@@ -97,7 +99,7 @@ pub(super) fn put_reading(
     if reading.location.is_some() {
         flags |= LOCATED;
     }
-    if stored.owner.is_some() {
+    if owner.is_some() {
         flags |= OWNED;
     }
     out.push(flags);
@@ -111,7 +113,7 @@ pub(super) fn put_reading(
         out.extend_from_slice(&location.lon.to_le_bytes());
         put_text(out, &location.provider)?;
     }
-    if let Some(owner) = &stored.owner {
+    if let Some(owner) = owner {
         put_text(out, owner.as_str())?;
     }
     seal(out, start, segment)
@@ -361,7 +363,8 @@ pub(super) mod tests {
         let first = reading(1, false);
         let second = reading(2, true);
         for stored in [&first, &second] {
-            put_reading(&mut bytes, 7, stored, 42).unwrap_or_else(|error| panic!("{error}"));
+            put_reading(&mut bytes, 7, (stored, true), 42)
+                .unwrap_or_else(|error| panic!("{error}"));
         }
         put_forget(&mut bytes, 7, [3; 16], 2).unwrap_or_else(|error| panic!("{error}"));
         put_consumed(&mut bytes, 7, 1).unwrap_or_else(|error| panic!("{error}"));
@@ -387,9 +390,26 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_log_that_keeps_no_owners_leaves_them_out_of_the_frame() {
+        let owned = reading(1, false);
+        let (mut kept, mut left) = (Vec::new(), Vec::new());
+        put_reading(&mut kept, 7, (&owned, true), 0).unwrap_or_else(|error| panic!("{error}"));
+        put_reading(&mut left, 7, (&owned, false), 0).unwrap_or_else(|error| panic!("{error}"));
+
+        let stored_owner = |bytes: &[u8]| match read_back(bytes, 7).pop() {
+            Some(Entry::Reading { stored, .. }) => stored.owner,
+            other => panic!("one reading, not {other:?}"),
+        };
+        assert_eq!(stored_owner(&kept), owned.owner);
+        assert_eq!(stored_owner(&left), None);
+        assert!(left.len() < kept.len(), "the owner's bytes are not written");
+    }
+
+    #[test]
     fn frames_of_another_segment_end_the_entries() {
         let mut bytes = Vec::new();
-        put_reading(&mut bytes, 7, &reading(1, false), 0).unwrap_or_else(|error| panic!("{error}"));
+        put_reading(&mut bytes, 7, (&reading(1, false), true), 0)
+            .unwrap_or_else(|error| panic!("{error}"));
 
         assert!(read_back(&bytes, 8).is_empty());
     }
@@ -397,7 +417,8 @@ pub(super) mod tests {
     #[test]
     fn a_torn_frame_ends_the_entries_and_a_cut_one_asks_for_more() {
         let mut bytes = Vec::new();
-        put_reading(&mut bytes, 7, &reading(1, true), 0).unwrap_or_else(|error| panic!("{error}"));
+        put_reading(&mut bytes, 7, (&reading(1, true), true), 0)
+            .unwrap_or_else(|error| panic!("{error}"));
         let whole = bytes.len();
         let mut torn = bytes.clone();
         torn[whole - 1] ^= 0xff;

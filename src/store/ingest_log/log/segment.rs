@@ -261,7 +261,7 @@ mod tests {
         let mut bytes = Vec::new();
         let count = 20_000;
         for id in 1..=count {
-            record::put_reading(&mut bytes, 3, &reading(id, id % 3 == 0), 0)
+            record::put_reading(&mut bytes, 3, (&reading(id, id % 3 == 0), true), 0)
                 .unwrap_or_else(|error| panic!("{error}"));
         }
         assert!(bytes.len() > 2 * READ_BYTES, "spans several reads");
@@ -303,7 +303,7 @@ mod tests {
         let mut starts = Vec::new();
         for id in 1..=10 {
             starts.push(bytes.len());
-            record::put_reading(&mut bytes, 3, &reading(id, false), 0)
+            record::put_reading(&mut bytes, 3, (&reading(id, false), true), 0)
                 .unwrap_or_else(|error| panic!("{error}"));
         }
         let intact = bytes.clone();
@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(scanned(torn), ((1..=9).collect(), None));
         let mut stale = intact[..starts[5]].to_vec();
         for id in 6..=10 {
-            record::put_reading(&mut stale, 2, &reading(id, false), 0)
+            record::put_reading(&mut stale, 2, (&reading(id, false), true), 0)
                 .unwrap_or_else(|error| panic!("{error}"));
         }
         assert_eq!(scanned(&stale), ((1..=5).collect(), None));

@@ -31,7 +31,7 @@ fn batch(ids: std::ops::RangeInclusive<u64>) -> Vec<StoredReading> {
 }
 
 fn append(log: &IngestLog, batch: &[StoredReading]) {
-    log.append(batch, 1_790_000_000_000_000)
+    log.append(batch, 1_790_000_000_000_000, true)
         .unwrap_or_else(|error| panic!("append: {error}"));
 }
 
@@ -249,7 +249,7 @@ fn the_frames_of_a_failed_write_are_cut_and_never_read_back() {
         let segment = state.segments.back().unwrap_or_else(|| panic!("a segment"));
         let mut frames = Vec::new();
         for stored in batch(4..=9) {
-            record::put_reading(&mut frames, segment.number, &stored, 1)
+            record::put_reading(&mut frames, segment.number, (&stored, true), 1)
                 .unwrap_or_else(|error| panic!("{error}"));
         }
         segment
