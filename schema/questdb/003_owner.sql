@@ -1,4 +1,5 @@
--- Whose each reading is (issue 36): the device's owner at the upload, a symbol on every row
+-- Whose each reading is (issue 36): the device's owner at the upload (a key hashed from the
+-- owner's id, src/store/questdb/owners.rs), a symbol on every row
 -- written from now on and carried into the views (004, 005), so an owner's fleet is read by
 -- one symbol instead of an `IN` list naming every device (10,000 devices made a 380 KB query
 -- whose list QuestDB parsed and resolved at every execution). Indexed, so an owner's latest

@@ -94,3 +94,22 @@ async fn a_fleets_daily_timeline_counts_every_device() {
         .await;
     assert_eq!(aqis(points.as_array().expect("points")), [20], "{points}");
 }
+
+#[airq_test::test]
+async fn an_owner_whose_id_holds_a_quote_reads_its_own_fleet_and_no_other() {
+    let app = TestApp::spawn().await;
+    app.clock.set(at("2026-11-25T12:00:00Z"));
+    let quoted = "o'brien";
+    let mine = app.register_named(quoted, "balcony").await;
+    let theirs = app.register_named("o", "attic").await;
+    report(&app, &mine, 40, "2026-11-25T11:50:00Z").await;
+    report(&app, &theirs, 90, "2026-11-25T11:55:00Z").await;
+
+    let current = app.data_as(quoted, "/air-quality/current").await;
+    assert_eq!(current["aqi"].as_i64(), Some(40), "{current}");
+    assert_eq!(current["sample_count"].as_u64(), Some(1), "{current}");
+    let daily = app
+        .data_as(quoted, "/air-quality/historical?timeline=daily")
+        .await;
+    assert_eq!(aqis(daily.as_array().expect("points")), [40], "{daily}");
+}

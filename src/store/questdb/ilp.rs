@@ -54,7 +54,7 @@ impl IlpWriter {
                 .table(self.table.as_str())?
                 .symbol("device", row.device.to_string())?;
             if let Some(owner) = &row.owner {
-                buffer.symbol("owner", owner.as_str())?;
+                buffer.symbol("owner", super::owners::key(owner))?;
             }
             buffer
                 .symbol("pms_provider", &reading.pms_provider)?
