@@ -30,7 +30,7 @@ async fn readings_stored_before_rows_carried_their_owner_still_count_owner_wide(
     let name = &table.name;
     let client = table.client().await;
     // The table as an airq from before owners leaves it: no owner column, no record, no views.
-    for view in ["1d", "1h", "15m"] {
+    for view in ["o1d", "o1h", "o15m", "1d", "1h", "15m"] {
         client
             .simple_query(&format!("DROP MATERIALIZED VIEW {name}_{view}"))
             .await

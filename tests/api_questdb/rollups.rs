@@ -1,12 +1,14 @@
 //! The hour and day views on QuestDB (schema 004): once QuestDB derived the passed hours and days
 //! of a device, a zone's days are read as UTC days from the day view with the hours between
 //! each edge and its nearest midnight added or taken away — and a reading that arrives late,
-//! into a day the views derived, is in the next read all the same.
+//! into a day the views derived, is in the next read all the same. An owner's days come from
+//! the owner views (schema 006), less the devices the owner deleted.
 
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, TimeDelta, TimeZone, Utc};
 use chrono_tz::Europe::Berlin;
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::common::{aqis, measured, sample_with, TestApp};
@@ -93,6 +95,59 @@ async fn a_late_reading_into_a_derived_day_is_in_the_next_read() {
     assert_eq!(
         aqis(points.as_array().expect("points")),
         [20, 57, 40],
+        "{points}"
+    );
+}
+
+/// The readings the owner day view (schema 006) holds for the test table, as far as QuestDB
+/// derived it.
+async fn owner_day_readings(app: &TestApp) -> i64 {
+    let table = app.table.as_ref().expect("a QuestDB table");
+    table
+        .client()
+        .await
+        .query_one(
+            format!("SELECT coalesce(sum(readings), 0) FROM {}_o1d", table.name).as_str(),
+            &[],
+        )
+        .await
+        .expect("sum")
+        .get(0)
+}
+
+#[airq_test::test]
+async fn a_deleted_device_leaves_its_owners_days_read_from_the_owner_views() {
+    let app = TestApp::spawn().await;
+    let kept = app.register("alice", json!({"name": "balcony"})).await;
+    let deleted = app.register("alice", json!({"name": "garage"})).await;
+    let days = three_derived_days(&app, &kept).await;
+    for day in days {
+        let noon = measured(sample_with(200, 10.0, 20.0), berlin(day, 12, 0));
+        app.upload_ok(&deleted, &noon).await;
+    }
+    let mut held = 0;
+    for _ in 0..200 {
+        held = owner_day_readings(&app).await;
+        if held == 9 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held, 9, "the owner day view holds both devices' readings");
+    let both = app.data_as("alice", &custom_days(&days)).await;
+    assert_eq!(aqis(both.as_array().expect("points")), [80, 87, 93]);
+
+    let id = deleted["id"].as_str().expect("an id");
+    let answer = app
+        .owner_request(Method::DELETE, &format!("/devices/{id}"), "alice")
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(answer.status(), 204);
+    let points = app.data_as("alice", &custom_days(&days)).await;
+    assert_eq!(
+        aqis(points.as_array().expect("points")),
+        [20, 30, 40],
         "{points}"
     );
 }

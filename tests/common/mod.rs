@@ -95,8 +95,9 @@ impl TestTable {
 
 impl Drop for TestTable {
     fn drop(&mut self) {
-        // Views first: the hour and day views are built on the quarter-hour view.
-        for view in ["1h", "1d", "15m"] {
+        // Views first: the owner views are built on the device views, the hour and day views on
+        // the quarter-hour view.
+        for view in ["o15m", "o1h", "o1d", "1h", "1d", "15m"] {
             clean_up(
                 &self.pg,
                 format!("DROP MATERIALIZED VIEW IF EXISTS {}_{view}", self.name),

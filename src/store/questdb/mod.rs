@@ -22,7 +22,9 @@
 //!   from the day view, a zone's day edges from the hours — with the raw readings of the quarter
 //!   hours the views may not have refreshed yet ([`view_ranges`], [`Visibility`]).
 //! - Every row carries its device's owner (schema 003), and an owner-wide read selects the rows
-//!   by owner instead of naming every device ([`owners`]).
+//!   by owner instead of naming every device ([`owners`]); its timelines sum the owner views
+//!   `{table}_o15m`, `{table}_o1h` and `{table}_o1d` (schema 006: the device views summed per
+//!   owner, one row per owner and period) where they hold a period.
 //! - QuestDB cannot delete rows: a deleted device's readings become unreachable at once (a read
 //!   names its devices, taken from the device store, or leaves out the owner's deleted ones) and
 //!   stay in the table until the raw retention, the table's TTL, drops their partition (the view
@@ -60,6 +62,7 @@ const SCHEMA: &[&str] = &[
     include_str!("../../../schema/questdb/003_owner.sql"),
     include_str!("../../../schema/questdb/004_quarter_hours.sql"),
     include_str!("../../../schema/questdb/005_hours_and_days.sql"),
+    include_str!("../../../schema/questdb/006_owner_rollups.sql"),
 ];
 
 /// Connections to QuestDB's PG wire kept by one process.

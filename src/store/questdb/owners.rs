@@ -160,13 +160,13 @@ impl Owners {
             .await
     }
 
-    /// The condition that selects the rows of `owner`'s fleet `devices` (all the owner's devices
-    /// now): by owner, less the devices the owner deleted.
-    pub(super) async fn filter(
+    /// The rows of `owner`'s fleet `devices` (all the owner's devices now): the owner's, less
+    /// those of the devices the owner deleted.
+    pub(super) async fn rows(
         &self,
         owner: &OwnerId,
         devices: &[DeviceUuid],
-    ) -> Result<String, StoreError> {
+    ) -> Result<OwnerRows, StoreError> {
         let owner = format!("'{}'", key(owner));
         let sql = format!(
             "SELECT DISTINCT device FROM {}_gone WHERE owner = {owner}",
@@ -189,10 +189,41 @@ impl Owners {
                 gone.push(format!("'{device}'"));
             }
         }
-        Ok(if gone.is_empty() {
-            format!("owner = {owner}")
-        } else {
-            format!("owner = {owner} AND device NOT IN ({})", gone.join(", "))
-        })
+        Ok(OwnerRows { owner, gone })
+    }
+}
+
+/// An owner's rows: its key, and the devices it deleted, whose rows still carry it.
+#[derive(Debug, Clone)]
+pub(super) struct OwnerRows {
+    /// The owner's key as a literal.
+    owner: String,
+    /// The deleted devices as literals.
+    gone: Vec<String>,
+}
+
+impl OwnerRows {
+    /// The condition on the raw readings and the device views.
+    pub(super) fn condition(&self) -> String {
+        match self.gone_list() {
+            Some(gone) => format!("owner = {} AND device NOT IN ({gone})", self.owner),
+            None => self.owner_condition(),
+        }
+    }
+
+    /// The condition on the owner views, whose rows still hold the deleted devices' sums.
+    pub(super) fn owner_condition(&self) -> String {
+        format!("owner = {}", self.owner)
+    }
+
+    /// The condition on the device views that selects the deleted devices' rows, whose sums an
+    /// owner view's row holds and a read takes away; `None` when the owner deleted none.
+    pub(super) fn gone_condition(&self) -> Option<String> {
+        self.gone_list()
+            .map(|gone| format!("owner = {} AND device IN ({gone})", self.owner))
+    }
+
+    fn gone_list(&self) -> Option<String> {
+        (!self.gone.is_empty()).then(|| self.gone.join(", "))
     }
 }

@@ -5,7 +5,9 @@
 //! Every query of readings first settles the devices it reads ([`Spool::settle`] when uploads go
 //! through a spool, then [`Visibility::settle`]), so it includes every reading this process
 //! acknowledged for them. An owner-wide read selects its rows by owner where every row carries
-//! one ([`Owners`]), and names every device otherwise.
+//! one ([`Owners`]), and names every device otherwise; its sums come from the owner views (one
+//! row per owner and period, schema 006) for the periods they hold, less the rows of the
+//! devices the owner deleted, and from the device views and raw readings for the rest.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::LazyLock;
@@ -15,7 +17,7 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::owners::Owners;
+use super::owners::{OwnerRows, Owners};
 use super::spool::Spool;
 use super::view_ranges::{cover, Grain, Piece, Source};
 use super::visibility::Visibility;
@@ -73,14 +75,14 @@ impl QuestDbReadings {
         }
     }
 
-    /// The condition that selects the rows of `fleet` for a read from `from` (microseconds): by
-    /// owner where every row from there on carries one, else every device named.
-    async fn filter(&self, fleet: Fleet<'_>, from: i64) -> Result<String, StoreError> {
+    /// The rows of `fleet` for a read from `from` (microseconds): by owner where every row from
+    /// there on carries one, else every device named.
+    async fn selection(&self, fleet: Fleet<'_>, from: i64) -> Result<Selection, StoreError> {
         match fleet.owner {
-            Some(owner) if self.owners.covers(from) => {
-                self.owners.filter(owner, fleet.devices).await
-            }
-            _ => Ok(devices_filter(fleet.devices)),
+            Some(owner) if self.owners.covers(from) => Ok(Selection::Owner(
+                self.owners.rows(owner, fleet.devices).await?,
+            )),
+            _ => Ok(Selection::Devices(devices_filter(fleet.devices))),
         }
     }
 
@@ -100,7 +102,7 @@ impl QuestDbReadings {
     }
 
     /// The sums of each of `buckets` (`[start, end)` in microseconds, ascending and contiguous)
-    /// for `fleet` ([`QuestDbReadings::filter`]).
+    /// for `fleet` ([`QuestDbReadings::selection`]).
     async fn bucket_sums(
         &self,
         fleet: Fleet<'_>,
@@ -109,17 +111,18 @@ impl QuestDbReadings {
         let Some(first) = buckets.first() else {
             return Ok(Vec::new());
         };
-        let filter = self.filter(fleet, first.0).await?;
-        self.sums_where(fleet.devices, &filter, buckets).await
+        let selection = self.selection(fleet, first.0).await?;
+        self.sums_where(fleet.devices, &selection, buckets).await
     }
 
-    /// The sums of each of `buckets` (as above) of the rows of `devices` that `filter` selects:
+    /// The sums of each of `buckets` (as above) of the rows of `devices` that `selection` takes:
     /// each bucket [`cover`]ed by rows of the views and raw readings as [`Visibility::coverage`]
-    /// allows, one query per view and one per run of raw readings, run concurrently.
+    /// allows (an owner's from its owner views where they hold a period), one query per view and
+    /// one per run of raw readings, run concurrently.
     async fn sums_where(
         &self,
         devices: &[DeviceUuid],
-        filter: &str,
+        selection: &Selection,
         buckets: &[(i64, i64)],
     ) -> Result<Vec<Aggregate>, StoreError> {
         let (Some(first), Some(last)) = (buckets.first(), buckets.last()) else {
@@ -130,11 +133,21 @@ impl QuestDbReadings {
             .visibility
             .coverage(first.0, last.1, devices.len())
             .await;
+        let owner_views = match selection {
+            Selection::Owner(owner) => coverage.owners.as_ref().map(|held| (owner, held)),
+            Selection::Devices(_) => None,
+        };
         let covers: Vec<Vec<Piece>> = buckets
             .iter()
-            .map(|(start, end)| cover(*start, *end, &coverage))
+            .map(|(start, end)| {
+                let pieces = cover(*start, *end, &coverage);
+                match owner_views {
+                    Some((_, held)) => pieces.into_iter().map(|piece| held.lift(piece)).collect(),
+                    None => pieces,
+                }
+            })
             .collect();
-        let mut rows: BTreeMap<Grain, BTreeSet<i64>> = BTreeMap::new();
+        let mut rows: BTreeMap<Source, BTreeSet<i64>> = BTreeMap::new();
         let mut raw: Vec<(i64, i64)> = Vec::new();
         for piece in covers.iter().flatten() {
             match piece.source {
@@ -142,19 +155,42 @@ impl QuestDbReadings {
                     Some(run) if run.1 == piece.from => run.1 = piece.to,
                     _ => raw.push((piece.from, piece.to)),
                 },
-                Source::View(grain) => {
-                    rows.entry(grain).or_default().insert(piece.from);
+                source => {
+                    rows.entry(source).or_default().insert(piece.from);
                 }
             }
         }
-        let view_queries = rows.iter().map(|(grain, starts)| {
-            let sql = format!(
-                "SELECT at, {} FROM {} WHERE {filter} AND {} GROUP BY at",
-                *VIEW_SUMS,
-                self.view_of(*grain),
-                rows_filter(starts, grain.length())
-            );
-            async move { Ok::<_, StoreError>((*grain, self.run(&sql).await?)) }
+        let filter = selection.condition();
+        // (the rows' source, the query, whether its sums are taken away)
+        let mut view_sql: Vec<(Source, String, bool)> = Vec::new();
+        for (source, starts) in &rows {
+            let sums_of = |view: &str, condition: &str, grain: Grain| {
+                format!(
+                    "SELECT at, {} FROM {view} WHERE {condition} AND {} GROUP BY at",
+                    *VIEW_SUMS,
+                    rows_filter(starts, grain.length())
+                )
+            };
+            match (*source, owner_views) {
+                (Source::View(grain), _) => {
+                    view_sql.push((*source, sums_of(self.view_of(grain), &filter, grain), false));
+                }
+                (Source::Owners(grain), Some((owner, _))) => {
+                    let view = grain.owner_view_of(self.table.as_str());
+                    view_sql.push((
+                        *source,
+                        sums_of(&view, &owner.owner_condition(), grain),
+                        false,
+                    ));
+                    if let Some(gone) = owner.gone_condition() {
+                        view_sql.push((*source, sums_of(self.view_of(grain), &gone, grain), true));
+                    }
+                }
+                (Source::Raw | Source::Owners(_), _) => {}
+            }
+        }
+        let view_queries = view_sql.iter().map(|(source, sql, negative)| async move {
+            Ok::<_, StoreError>((*source, *negative, self.run(sql).await?))
         });
         let raw_queries = raw.iter().map(|(from, to)| {
             let sql = format!(
@@ -172,11 +208,22 @@ impl QuestDbReadings {
             futures_util::future::try_join_all(raw_queries),
         )
         .await?;
-        let mut held: HashMap<(Grain, i64), Aggregate> = HashMap::new();
-        for (grain, rows) in &viewed {
-            for row in rows {
-                let at = utc(row.try_get(0)?).timestamp_micros();
-                held.insert((*grain, at), aggregate(row, 1)?);
+        let mut held: HashMap<(Source, i64), Aggregate> = HashMap::new();
+        // An owner view's rows before the deleted devices' rows taken away from them.
+        for taking_away in [false, true] {
+            for (source, _, rows) in viewed
+                .iter()
+                .filter(|(_, negative, _)| *negative == taking_away)
+            {
+                for row in rows {
+                    let at = utc(row.try_get(0)?).timestamp_micros();
+                    let sums = held.entry((*source, at)).or_default();
+                    if taking_away {
+                        *sums -= aggregate(row, 1)?;
+                    } else {
+                        *sums += aggregate(row, 1)?;
+                    }
+                }
             }
         }
         let mut sums = vec![Aggregate::default(); buckets.len()];
@@ -185,10 +232,10 @@ impl QuestDbReadings {
             for (bucket, pieces) in sums.iter_mut().zip(&covers) {
                 for piece in pieces.iter().filter(|piece| piece.negative == negative) {
                     // Raw pieces are summed below, by the quarter hour they fall in.
-                    let Source::View(grain) = piece.source else {
+                    if piece.source == Source::Raw {
                         continue;
-                    };
-                    let Some(rows) = held.get(&(grain, piece.from)) else {
+                    }
+                    let Some(rows) = held.get(&(piece.source, piece.from)) else {
                         continue;
                     };
                     if negative {
@@ -210,16 +257,17 @@ impl QuestDbReadings {
         Ok(sums)
     }
 
-    /// The latest reading's time of `owner`'s fleet `devices` read by owner, with the condition
-    /// that selected it; `None` when it is not known that way (no reading since rows carry their
-    /// owner: the caller reads device by device).
+    /// The latest reading's time of `owner`'s fleet `devices` read by owner, with the rows that
+    /// holds for; `None` when it is not known that way (no reading since rows carry their owner:
+    /// the caller reads device by device).
     async fn owner_latest(
         &self,
         owner: &OwnerId,
         devices: &[DeviceUuid],
-    ) -> Result<Option<(DateTime<Utc>, String)>, StoreError> {
-        let filter = self.owners.filter(owner, devices).await?;
-        let rows = self
+    ) -> Result<Option<(DateTime<Utc>, OwnerRows)>, StoreError> {
+        let rows = self.owners.rows(owner, devices).await?;
+        let filter = rows.condition();
+        let latest = self
             .query(
                 devices,
                 &format!(
@@ -228,14 +276,14 @@ impl QuestDbReadings {
                 ),
             )
             .await?;
-        let Some(row) = rows.first() else {
+        let Some(row) = latest.first() else {
             return Ok(None);
         };
         let at = utc(row.try_get(0)?);
         Ok(self
             .owners
             .covers(at.timestamp_micros())
-            .then_some((at, filter)))
+            .then_some((at, rows)))
     }
 
     /// The latest located reading's position of the rows `filter` selects, when one was stored
@@ -290,6 +338,24 @@ impl QuestDbReadings {
         self.pool
             .run(async |client| Ok(client.query(sql, &[]).await?))
             .await
+    }
+}
+
+/// The rows a read of sums takes.
+enum Selection {
+    /// Those this condition selects, naming every device.
+    Devices(String),
+    /// An owner's: from the owner views where they hold a period.
+    Owner(OwnerRows),
+}
+
+impl Selection {
+    /// The condition on the raw readings and the device views.
+    fn condition(&self) -> String {
+        match self {
+            Self::Devices(condition) => condition.clone(),
+            Self::Owner(rows) => rows.condition(),
+        }
     }
 }
 
@@ -515,8 +581,8 @@ impl ReadingStore for QuestDbReadings {
             Some(owner) if !devices.is_empty() => self.owner_latest(owner, devices).await?,
             _ => None,
         };
-        let (last_seen, filter) = match by_owner {
-            Some((at, filter)) => (at, Some(filter)),
+        let (last_seen, owner_rows) = match by_owner {
+            Some((at, rows)) => (at, Some(rows)),
             None => match self.last_seen(devices).await? {
                 Some(at) => (at, None),
                 None => return Ok(None),
@@ -525,12 +591,13 @@ impl ReadingStore for QuestDbReadings {
         let (after, until) = window(now, last_seen);
         // `(after, until]` is `[after + 1 µs, until + 1 µs)`: instants are whole microseconds.
         let range = (after.timestamp_micros() + 1, until.timestamp_micros() + 1);
-        let filter = filter.filter(|_| self.owners.covers(range.0));
-        let (sums, location) = match &filter {
-            Some(filter) => {
+        let owner_rows = owner_rows.filter(|_| self.owners.covers(range.0));
+        let (sums, location) = match owner_rows {
+            Some(rows) => {
+                let filter = rows.condition();
                 let (sums, position) = futures_util::future::try_join(
-                    self.sums_where(devices, filter, &[range]),
-                    self.position_after(filter, after),
+                    self.sums_where(devices, &Selection::Owner(rows), &[range]),
+                    self.position_after(&filter, after),
                 )
                 .await?;
                 let location = match position {
@@ -541,7 +608,11 @@ impl ReadingStore for QuestDbReadings {
             }
             None => {
                 futures_util::future::try_join(
-                    self.sums_where(devices, &devices_filter(devices), &[range]),
+                    self.sums_where(
+                        devices,
+                        &Selection::Devices(devices_filter(devices)),
+                        &[range],
+                    ),
                     self.position_of(devices),
                 )
                 .await?

@@ -17,6 +17,11 @@
 //! wrote into that the quarter-hour view may not have refreshed yet (read raw), those the hour and
 //! day views may not have taken from it yet (their hours and days are read finer), and how far
 //! the hour and day views have derived passed periods at all.
+//!
+//! An owner-wide read then takes each device-view piece from the owner view of its grain
+//! (`{table}_o15m`, `_o1h`, `_o1d`, schema 006: one row per owner and period) where that view
+//! holds the whole period ([`OwnerCoverage::lift`]): a day of hours is 24 rows for the owner
+//! rather than 24 per device.
 
 use std::collections::BTreeSet;
 
@@ -45,14 +50,22 @@ impl Grain {
         }
     }
 
-    /// The name of this view of `table` (schemas 003 and 004).
+    /// The name of this view of `table` (schemas 004 and 005).
     pub(super) fn view_of(self, table: &str) -> String {
-        let suffix = match self {
+        format!("{table}_{}", self.suffix())
+    }
+
+    /// The name of this owner view of `table` (schema 006).
+    pub(super) fn owner_view_of(self, table: &str) -> String {
+        format!("{table}_o{}", self.suffix())
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
             Self::Quarter => "15m",
             Self::Hour => "1h",
             Self::Day => "1d",
-        };
-        format!("{table}_{suffix}")
+        }
     }
 }
 
@@ -66,6 +79,8 @@ pub(super) fn quarter_of(micros: i64) -> i64 {
 pub(super) struct Coverage {
     /// `None` when the quarter-hour view cannot be read: every piece is raw.
     pub(super) quarters: Option<QuarterCoverage>,
+    /// `None` when the owner views cannot be read: owner reads take the device views.
+    pub(super) owners: Option<OwnerCoverage>,
 }
 
 /// What the quarter-hour view, and the hour and day views derived from it, hold.
@@ -84,6 +99,40 @@ pub(super) struct CoarseCoverage {
     /// pending one among them, so an hour or a day a view holds has no raw quarter hour.
     pub(super) unsettled: BTreeSet<i64>,
     pub(super) derived: Derived,
+}
+
+/// What the owner views (schema 006) hold: the device views' rows summed per owner, as of a
+/// moment the tracker saw them catch up with the device views.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct OwnerCoverage {
+    /// Quarter hours (indexes) whose periods the owner views may lack.
+    pub(super) unheld: BTreeSet<i64>,
+    /// How far the device hour and day views had derived when the owner views held all of it.
+    pub(super) derived: Derived,
+}
+
+impl OwnerCoverage {
+    /// `piece`, taken from the owner view of its grain instead of the device view where the
+    /// owner view holds its whole period; raw pieces and the rest as they are.
+    pub(super) fn lift(&self, piece: Piece) -> Piece {
+        let Source::View(grain) = piece.source else {
+            return piece;
+        };
+        let derived = self.derived.end_of(grain).is_none_or(|end| piece.to <= end);
+        let held = self
+            .unheld
+            .range(quarter_of(piece.from)..quarter_of(piece.to))
+            .next()
+            .is_none();
+        if derived && held {
+            Piece {
+                source: Source::Owners(grain),
+                ..piece
+            }
+        } else {
+            piece
+        }
+    }
 }
 
 /// How far the hour and the day view derived passed periods: the ends (microseconds, exclusive)
@@ -105,11 +154,12 @@ impl Derived {
     }
 }
 
-/// Where a piece of a bucket is summed from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a piece of a bucket is summed from: raw readings, a device view, or an owner view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(super) enum Source {
     Raw,
     View(Grain),
+    Owners(Grain),
 }
 
 /// A part of a bucket: `[from, to)` (microseconds) of one source — one row of a view, or any
@@ -286,6 +336,7 @@ mod tests {
                     derived: Derived { hours_to, days_to },
                 }),
             }),
+            owners: None,
         }
     }
 
@@ -420,6 +471,7 @@ mod tests {
     fn without_coarse_views_quarter_rows_answer() {
         let coverage = Coverage {
             quarters: Some(QuarterCoverage::default()),
+            owners: None,
         };
         let pieces = cover(100 * DAY, 102 * DAY, &coverage);
         assert_exact(&pieces, 100 * DAY, 102 * DAY);
@@ -432,5 +484,56 @@ mod tests {
         let pieces = cover(-2 * Q - 1, Q, &settled());
         assert_exact(&pieces, -2 * Q - 1, Q);
         assert_eq!(pieces.first(), Some(&Piece::raw(-2 * Q - 1, -2 * Q)));
+    }
+
+    #[test]
+    fn owner_views_take_the_periods_they_hold_and_no_other() {
+        let day = 100 * DAY;
+        let owners = OwnerCoverage {
+            unheld: [quarter_of(day + DAY + 5 * HOUR)].into_iter().collect(),
+            derived: Derived {
+                hours_to: day + DAY + 10 * HOUR,
+                days_to: day + DAY,
+            },
+        };
+        let lifted: Vec<Source> = [
+            Piece::of(Source::View(Grain::Day), day, day + DAY, false),
+            Piece::of(Source::View(Grain::Day), day + DAY, day + 2 * DAY, false),
+            Piece::of(Source::View(Grain::Hour), day + DAY, day + DAY + HOUR, true),
+            Piece::of(
+                Source::View(Grain::Hour),
+                day + DAY + 5 * HOUR,
+                day + DAY + 6 * HOUR,
+                false,
+            ),
+            Piece::of(
+                Source::View(Grain::Hour),
+                day + DAY + 10 * HOUR,
+                day + DAY + 11 * HOUR,
+                false,
+            ),
+            Piece::of(
+                Source::View(Grain::Quarter),
+                day + DAY + 20 * HOUR,
+                day + DAY + 20 * HOUR + Q,
+                false,
+            ),
+            Piece::raw(day, day + Q),
+        ]
+        .into_iter()
+        .map(|piece| owners.lift(piece).source)
+        .collect();
+        assert_eq!(
+            lifted,
+            [
+                Source::Owners(Grain::Day),
+                Source::View(Grain::Day),
+                Source::Owners(Grain::Hour),
+                Source::View(Grain::Hour),
+                Source::View(Grain::Hour),
+                Source::Owners(Grain::Quarter),
+                Source::Raw,
+            ]
+        );
     }
 }

@@ -16,7 +16,11 @@
 //! writer reached the transaction, as *refreshed* once the quarter-hour view's
 //! `refresh_base_table_txn` did; then, as *settled*, a refreshed generation once both coarse
 //! views' `refresh_base_table_txn` reached the quarter-hour view's own transaction seen after it.
-//! Devices are forgotten once applied, quarter hours once settled, in the same locked step. It
+//! The owner views (`{table}_o15m`, `_o1h`, `_o1d`) are followed one step further: a settled
+//! generation is *owned* once each owner view's `refresh_base_table_txn` reached its device
+//! view's own transaction seen after it, with the periods the device views had derived then.
+//! Devices are forgotten once applied, quarter hours once settled and owned, in the same locked
+//! step. It
 //! looks every few milliseconds while a read waits or an apply or refresh goal is open, every
 //! [`LOOK_PENDING`] while quarter hours are recorded, and otherwise every [`LOOK_IDLE`] (to
 //! notice an invalidated view), so a write-only load costs QuestDB a few queries a second, not
@@ -39,7 +43,9 @@
 //! - while the quarter-hour view is `invalid` (an operator's `DROP PARTITION` invalidates it,
 //!   until `REFRESH MATERIALIZED VIEW … FULL`), and until it has caught up with the table once
 //!   (QuestDB builds it over an existing table in the background, showing its rows so far), sums
-//!   come from raw readings only; likewise the coarse views are read only once both caught up
+//!   come from raw readings only, after a read waited for the view at most [`VIEW_WAIT`] (raw
+//!   readings past the raw retention are gone: a process's first read must not find the view
+//!   "not caught up yet" because of its own start's `SET TTL`); likewise the coarse views are read only once both caught up
 //!   with the quarter-hour view, and not while either is `invalid`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -49,7 +55,9 @@ use std::time::Duration;
 use chrono::NaiveDateTime;
 use tokio::sync::{watch, Notify};
 
-use super::view_ranges::{quarter_of, CoarseCoverage, Coverage, Derived, Grain, QuarterCoverage};
+use super::view_ranges::{
+    quarter_of, CoarseCoverage, Coverage, Derived, Grain, OwnerCoverage, QuarterCoverage,
+};
 use super::TableName;
 use crate::domain::{DeviceUuid, StoredReading};
 use crate::store::postgres::BoundedPool;
@@ -90,6 +98,9 @@ struct Shared {
     applied: watch::Sender<u64>,
     /// The highest generation the quarter-hour view is known to hold.
     refreshed: watch::Sender<u64>,
+    /// Whether the quarter-hour view can be read (`Acknowledged::view_valid`), for reads that
+    /// wait for it.
+    valid: watch::Sender<bool>,
     /// Wakes the tracker: a read waits, or the last handle is gone.
     wake: Arc<Notify>,
 }
@@ -111,6 +122,14 @@ struct Acknowledged {
     /// caught up with the quarter-hour view at a look (or at the start) and neither was
     /// `invalid` at the last one.
     coarse: Option<Derived>,
+    /// The highest generation the owner views are known to hold (at most `settled`).
+    owned: u64,
+    /// How far the device hour and day views had derived when the owner views last caught up
+    /// with them, while the owner views can be read.
+    owner_derived: Option<Derived>,
+    /// Whether the owner views were there and not `invalid` at the last look: only then do
+    /// quarter hours stay until the owner views hold them.
+    owner_views: bool,
 }
 
 impl Acknowledged {
@@ -118,8 +137,12 @@ impl Acknowledged {
     /// quarter hours stay too (at most one entry per quarter hour written into): when the views
     /// catch up, only what they are known to hold is forgotten.
     fn forget_held(&mut self) {
-        let settled = self.settled;
-        self.quarters.retain(|_, generation| *generation > settled);
+        let held = if self.owner_views {
+            self.settled.min(self.owned)
+        } else {
+            self.settled
+        };
+        self.quarters.retain(|_, generation| *generation > held);
     }
 }
 
@@ -154,6 +177,7 @@ impl Visibility {
             }),
             applied: watch::Sender::new(0),
             refreshed: watch::Sender::new(0),
+            valid: watch::Sender::new(view_valid),
             wake: Arc::clone(&wake),
         });
         tokio::spawn(track(Arc::downgrade(&shared), wake, reads, look));
@@ -209,6 +233,16 @@ impl Visibility {
     /// [`Coverage`] lists. For [`WAIT_FROM`] devices or more, waits for the quarter-hour view
     /// first when it may lack such a reading (at most [`VIEW_WAIT`]).
     pub(super) async fn coverage(&self, start: i64, end: i64, devices: usize) -> Coverage {
+        // Raw readings cannot stand in for the view past the raw retention: a read first waits
+        // for a view not known to be caught up (a process's first moments, a view QuestDB is
+        // still building), at most VIEW_WAIT.
+        let view_valid = lock(&self.shared).view_valid;
+        if !view_valid {
+            let mut valid = self.shared.valid.subscribe();
+            self.shared.wake.notify_one();
+            // Past the bound the read sums the raw readings that are kept.
+            let _ = tokio::time::timeout(VIEW_WAIT, valid.wait_for(|valid| *valid)).await;
+        }
         // A read may count a whole UTC day around its ends (less what lies outside): what the
         // coarse views may lack is asked of those days too.
         let quarters = quarter_of(start).div_euclid(QUARTERS_A_DAY) * QUARTERS_A_DAY
@@ -251,8 +285,16 @@ impl Visibility {
             unsettled: later_than(state.settled),
             derived,
         });
+        let owners = state
+            .owner_derived
+            .filter(|_| coarse.is_some())
+            .map(|derived| OwnerCoverage {
+                unheld: later_than(state.owned),
+                derived,
+            });
         Coverage {
             quarters: Some(QuarterCoverage { pending, coarse }),
+            owners,
         }
     }
 }
@@ -290,6 +332,8 @@ struct Look {
     table: String,
     view: String,
     coarse: [String; 2],
+    /// The owner views, in the order of [`Grain::ALL`].
+    owners: [String; 3],
 }
 
 impl Look {
@@ -297,18 +341,20 @@ impl Look {
         let table = table.as_str();
         let [view, hour, day] = Grain::ALL.map(|grain| grain.view_of(table));
         let coarse = [hour, day];
+        let owners = Grain::ALL.map(|grain| grain.owner_view_of(table));
         let sql = format!(
             "SELECT w.name, w.sequencerTxn, w.writerTxn, v.view_status, \
              v.refresh_base_table_txn, v.refresh_period_hi \
              FROM wal_tables() w LEFT JOIN materialized_views() v ON v.view_name = w.name \
-             WHERE w.name IN ('{table}', '{view}', '{}', '{}')",
-            coarse[0], coarse[1]
+             WHERE w.name IN ('{table}', '{view}', '{}', '{}', '{}', '{}', '{}')",
+            coarse[0], coarse[1], owners[0], owners[1], owners[2]
         );
         Self {
             sql,
             table: table.to_owned(),
             view,
             coarse,
+            owners,
         }
     }
 
@@ -322,8 +368,10 @@ impl Look {
             writer: i64::MAX,
             view: None,
             coarse: None,
+            owners: None,
         };
         let mut coarse = [None, None];
+        let mut owners = [None, None, None];
         for row in &rows {
             let name: String = row.try_get(0)?;
             let sequencer = row.try_get::<_, Option<i64>>(1)?.unwrap_or(0);
@@ -348,14 +396,21 @@ impl Look {
                 let derived_to = row
                     .try_get::<_, Option<NaiveDateTime>>(5)?
                     .map_or(i64::MIN, |at| at.and_utc().timestamp_micros());
-                coarse[slot] = refreshed.map(|refreshed| (refreshed, derived_to));
+                coarse[slot] = refreshed.map(|refreshed| (refreshed, derived_to, sequencer));
+            } else if let Some(slot) = self.owners.iter().position(|owner| *owner == name) {
+                owners[slot] = refreshed;
             }
         }
-        if let [Some((hour_base, hours_to)), Some((day_base, days_to))] = coarse {
+        if let [Some((hour_base, hours_to, hour_txn)), Some((day_base, days_to, day_txn))] = coarse
+        {
             marks.coarse = Some(CoarseMarks {
                 refreshed: hour_base.min(day_base),
                 derived: Derived { hours_to, days_to },
+                sequencers: [hour_txn, day_txn],
             });
+        }
+        if let [Some(quarters), Some(hours), Some(days)] = owners {
+            marks.owners = Some([quarters, hours, days]);
         }
         Ok(marks)
     }
@@ -372,6 +427,9 @@ struct Marks {
     view: Option<ViewMarks>,
     /// The hour and day views'; `None` when either is invalid or missing.
     coarse: Option<CoarseMarks>,
+    /// The transactions of their device views the owner views are refreshed through, in the
+    /// order of [`Grain::ALL`]; `None` when any is invalid or missing.
+    owners: Option<[i64; 3]>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -387,6 +445,8 @@ struct CoarseMarks {
     /// The quarter-hour view's transaction both are refreshed through.
     refreshed: i64,
     derived: Derived,
+    /// The latest transactions of the hour and the day view, which the owner views refresh from.
+    sequencers: [i64; 2],
 }
 
 /// A generation and a transaction seen after it reached a source (the table's sequencer for the
@@ -398,6 +458,16 @@ struct Goal {
     txn: i64,
 }
 
+/// The same for the owner views: a generation the device views held at a look, their
+/// transactions then (in the order of [`Grain::ALL`]) and how far they had derived. Once every
+/// owner view is refreshed through its device view's transaction, it holds all of that.
+#[derive(Debug, Clone, Copy)]
+struct OwnerGoal {
+    generation: u64,
+    txns: [i64; 3],
+    derived: Derived,
+}
+
 /// The tracker: at each look, opens a goal for the table's apply, one for the quarter-hour
 /// view's refresh and one for the coarse views' when generations are not known to have reached
 /// them, and publishes each goal its mark reached.
@@ -405,6 +475,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
     let mut apply: Option<Goal> = None;
     let mut view: Option<Goal> = None;
     let mut coarse: Option<Goal> = None;
+    let mut owner: Option<OwnerGoal> = None;
     // The first look comes at once: the view may not be readable until one saw it caught up.
     let mut pause = Duration::ZERO;
     // After a failed look the tracker waits out the pause whatever reads do, so a QuestDB that
@@ -434,6 +505,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             Err(error) => {
                 tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply and view refresh");
                 state.view_valid = false;
+                handle.valid.send_replace(false);
                 failed = true;
                 pause = LOOK_PENDING;
                 continue;
@@ -504,7 +576,42 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
                 coarse = None;
             }
         }
+        state.owner_views = marks.owners.is_some();
+        match (marks.view, marks.coarse, state.coarse, marks.owners) {
+            (Some(view_marks), Some(coarse_marks), Some(derived), Some(owner_marks)) => {
+                if state.settled > state.owned || state.owner_derived.is_none() {
+                    owner.get_or_insert(OwnerGoal {
+                        generation: state.settled,
+                        txns: [
+                            view_marks.sequencer,
+                            coarse_marks.sequencers[0],
+                            coarse_marks.sequencers[1],
+                        ],
+                        derived,
+                    });
+                }
+                if let Some(reached) = owner.filter(|goal| {
+                    owner_marks
+                        .iter()
+                        .zip(goal.txns)
+                        .all(|(refreshed, txn)| *refreshed >= txn)
+                }) {
+                    state.owned = state.owned.max(reached.generation);
+                    state.owner_derived = Some(reached.derived);
+                    owner = None;
+                }
+            }
+            _ => {
+                state.owner_derived = None;
+                owner = None;
+            }
+        }
         state.forget_held();
+        handle.valid.send_if_modified(|valid| {
+            let changed = *valid != state.view_valid;
+            *valid = state.view_valid;
+            changed
+        });
         let ceiling = if apply.is_some() {
             Some(POLL_APPLY_MAX)
         } else if view.is_some() {
