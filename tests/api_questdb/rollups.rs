@@ -24,16 +24,21 @@ fn berlin(date: NaiveDate, hour: u32, minute: u32) -> DateTime<Utc> {
 
 /// Rows of the test table's view with `suffix` (`1h`, `1d`), as far as QuestDB derived them.
 async fn view_rows(app: &TestApp, suffix: &str) -> i64 {
+    of_view(app, "count()", suffix).await
+}
+
+/// `value` (an aggregate) over the test table's view with `suffix`.
+async fn of_view(app: &TestApp, value: &str, suffix: &str) -> i64 {
     let table = app.table.as_ref().expect("a QuestDB table");
     table
         .client()
         .await
         .query_one(
-            format!("SELECT count() FROM {}_{suffix}", table.name).as_str(),
+            format!("SELECT {value} FROM {}_{suffix}", table.name).as_str(),
             &[],
         )
         .await
-        .expect("count")
+        .expect("an aggregate")
         .get(0)
 }
 
@@ -99,22 +104,6 @@ async fn a_late_reading_into_a_derived_day_is_in_the_next_read() {
     );
 }
 
-/// The readings the owner day view (schema 006) holds for the test table, as far as QuestDB
-/// derived it.
-async fn owner_day_readings(app: &TestApp) -> i64 {
-    let table = app.table.as_ref().expect("a QuestDB table");
-    table
-        .client()
-        .await
-        .query_one(
-            format!("SELECT coalesce(sum(readings), 0) FROM {}_o1d", table.name).as_str(),
-            &[],
-        )
-        .await
-        .expect("sum")
-        .get(0)
-}
-
 #[airq_test::test]
 async fn a_deleted_device_leaves_its_owners_days_read_from_the_owner_views() {
     let app = TestApp::spawn().await;
@@ -127,7 +116,8 @@ async fn a_deleted_device_leaves_its_owners_days_read_from_the_owner_views() {
     }
     let mut held = 0;
     for _ in 0..200 {
-        held = owner_day_readings(&app).await;
+        // The readings the owner day view (schema 006) holds, as far as QuestDB derived it.
+        held = of_view(&app, "coalesce(sum(readings), 0)", "o1d").await;
         if held == 9 {
             break;
         }

@@ -160,35 +160,8 @@ impl QuestDbReadings {
                 }
             }
         }
+        let view_sql = self.view_sql(&rows, selection, owner_views.map(|(owner, _)| owner));
         let filter = selection.condition();
-        // (the rows' source, the query, whether its sums are taken away)
-        let mut view_sql: Vec<(Source, String, bool)> = Vec::new();
-        for (source, starts) in &rows {
-            let sums_of = |view: &str, condition: &str, grain: Grain| {
-                format!(
-                    "SELECT at, {} FROM {view} WHERE {condition} AND {} GROUP BY at",
-                    *VIEW_SUMS,
-                    rows_filter(starts, grain.length())
-                )
-            };
-            match (*source, owner_views) {
-                (Source::View(grain), _) => {
-                    view_sql.push((*source, sums_of(self.view_of(grain), &filter, grain), false));
-                }
-                (Source::Owners(grain), Some((owner, _))) => {
-                    let view = grain.owner_view_of(self.table.as_str());
-                    view_sql.push((
-                        *source,
-                        sums_of(&view, &owner.owner_condition(), grain),
-                        false,
-                    ));
-                    if let Some(gone) = owner.gone_condition() {
-                        view_sql.push((*source, sums_of(self.view_of(grain), &gone, grain), true));
-                    }
-                }
-                (Source::Raw | Source::Owners(_), _) => {}
-            }
-        }
         let view_queries = view_sql.iter().map(|(source, sql, negative)| async move {
             Ok::<_, StoreError>((*source, *negative, self.run(sql).await?))
         });
@@ -255,6 +228,46 @@ impl QuestDbReadings {
             }
         }
         Ok(sums)
+    }
+
+    /// The queries of the view rows starting at `rows` (per source) of `selection`: each
+    /// `(source, query, whether its sums are taken away)`. An owner view's rows come with the
+    /// rows of the devices `owner` deleted, taken away from them.
+    fn view_sql(
+        &self,
+        rows: &BTreeMap<Source, BTreeSet<i64>>,
+        selection: &Selection,
+        owner: Option<&OwnerRows>,
+    ) -> Vec<(Source, String, bool)> {
+        let filter = selection.condition();
+        let mut queries = Vec::new();
+        for (source, starts) in rows {
+            let sums_of = |view: &str, condition: &str, grain: Grain| {
+                format!(
+                    "SELECT at, {} FROM {view} WHERE {condition} AND {} GROUP BY at",
+                    *VIEW_SUMS,
+                    rows_filter(starts, grain.length())
+                )
+            };
+            match (*source, owner) {
+                (Source::View(grain), _) => {
+                    queries.push((*source, sums_of(self.view_of(grain), &filter, grain), false));
+                }
+                (Source::Owners(grain), Some(owner)) => {
+                    let view = grain.owner_view_of(self.table.as_str());
+                    queries.push((
+                        *source,
+                        sums_of(&view, &owner.owner_condition(), grain),
+                        false,
+                    ));
+                    if let Some(gone) = owner.gone_condition() {
+                        queries.push((*source, sums_of(self.view_of(grain), &gone, grain), true));
+                    }
+                }
+                (Source::Raw | Source::Owners(_), _) => {}
+            }
+        }
+        queries
     }
 
     /// The latest reading's time of `owner`'s fleet `devices` read by owner, with the rows that
