@@ -2,7 +2,9 @@
 //! of a device, a zone's days are read as UTC days from the day view with the hours between
 //! each edge and its nearest midnight added or taken away — and a reading that arrives late,
 //! into a day the views derived, is in the next read all the same. An owner's days come from
-//! the owner views (schema 006), less the devices the owner deleted.
+//! the owner views (schema 006), less the devices the owner deleted. The snapshot's hour, which
+//! starts and ends at a second, takes the quarter hour at an edge from the view less the raw
+//! readings outside the hour when that reads less raw.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use chrono_tz::Europe::Berlin;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::common::{aqis, measured, sample_with, TestApp};
+use crate::common::{aqis, at, measured, sample_with, TestApp};
 
 /// The instant of `hour:minute` on `date` in Berlin.
 fn berlin(date: NaiveDate, hour: u32, minute: u32) -> DateTime<Utc> {
@@ -140,4 +142,48 @@ async fn a_deleted_device_leaves_its_owners_days_read_from_the_owner_views() {
         [20, 30, 40],
         "{points}"
     );
+}
+
+#[airq_test::test]
+async fn the_snapshots_edge_quarter_hours_from_the_view_hold_exactly_the_hours_readings() {
+    let app = TestApp::spawn().await;
+    let t0 = at("2026-10-25T12:00:00Z");
+    app.clock.set(t0 + TimeDelta::minutes(5));
+    let device = app.register("alice", json!({"name": "balcony"})).await;
+    for (aqi, when) in [(500, "11:02"), (20, "11:10"), (40, "12:01")] {
+        let reading = measured(
+            sample_with(aqi, 10.0, 20.0),
+            at(&format!("2026-10-25T{when}:00Z")),
+        );
+        app.upload_ok(&device, &reading).await;
+    }
+    let mut held = 0;
+    for _ in 0..200 {
+        held = of_view(&app, "coalesce(sum(readings), 0)", "15m").await;
+        if held == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(held, 3, "the quarter-hour view holds the readings");
+    // A process of its own has written nothing: every quarter hour the view holds is read from it.
+    let peer = app.spawn_peer_on_my_clock(|_| {}).await;
+    let paths = [
+        format!("/devices/{}/current", device["id"].as_str().expect("an id")),
+        "/air-quality/current".to_owned(),
+    ];
+
+    // 12:05: the hour from 11:05:01 — the quarter hour of 11:00 less its first 5 minutes.
+    for path in &paths {
+        let data = peer.data_as("alice", path).await;
+        assert_eq!(data["sample_count"].as_u64(), Some(2), "{path}: {data}");
+        assert_eq!(data["aqi"].as_i64(), Some(30), "{path}: {data}");
+    }
+    // 12:12: the hour to 12:12:00.999 — the quarter hour of 12:00 less what follows it.
+    app.clock.set(t0 + TimeDelta::minutes(12));
+    for path in &paths {
+        let data = peer.data_as("alice", path).await;
+        assert_eq!(data["sample_count"].as_u64(), Some(1), "{path}: {data}");
+        assert_eq!(data["aqi"].as_i64(), Some(40), "{path}: {data}");
+    }
 }

@@ -148,12 +148,15 @@ impl QuestDbReadings {
             })
             .collect();
         let mut rows: BTreeMap<Source, BTreeSet<i64>> = BTreeMap::new();
-        let mut raw: Vec<(i64, i64)> = Vec::new();
+        // Runs of raw readings: (from, to, whether taken away).
+        let mut raw: Vec<(i64, i64, bool)> = Vec::new();
         for piece in covers.iter().flatten() {
             match piece.source {
                 Source::Raw => match raw.last_mut() {
-                    Some(run) if run.1 == piece.from => run.1 = piece.to,
-                    _ => raw.push((piece.from, piece.to)),
+                    Some(run) if run.1 == piece.from && run.2 == piece.negative => {
+                        run.1 = piece.to;
+                    }
+                    _ => raw.push((piece.from, piece.to, piece.negative)),
                 },
                 source => {
                     rows.entry(source).or_default().insert(piece.from);
@@ -165,7 +168,7 @@ impl QuestDbReadings {
         let view_queries = view_sql.iter().map(|(source, sql, negative)| async move {
             Ok::<_, StoreError>((*source, *negative, self.run(sql).await?))
         });
-        let raw_queries = raw.iter().map(|(from, to)| {
+        let raw_queries = raw.iter().map(|(from, to, _)| {
             let sql = format!(
                 "SELECT at, {} FROM {} WHERE {filter} AND at >= {} AND at < {} \
                  SAMPLE BY 15m ALIGN TO CALENDAR",
@@ -218,13 +221,21 @@ impl QuestDbReadings {
                     }
                 }
             }
-        }
-        for row in raw_rows.iter().flatten() {
-            // A raw quarter hour clipped by the first bucket's start belongs to it.
-            let at = utc(row.try_get(0)?).timestamp_micros().max(first.0);
-            let index = buckets.partition_point(|(start, _)| *start <= at);
-            if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
-                *slot += aggregate(row, 1)?;
+            let runs = raw.iter().zip(&raw_rows);
+            for (_, rows) in runs.filter(|((.., taken), _)| *taken == negative) {
+                for row in rows {
+                    // A raw quarter hour clipped by the first bucket's start belongs to it; one
+                    // taken away belongs to the bucket whose edge its quarter hour holds.
+                    let at = utc(row.try_get(0)?).timestamp_micros().max(first.0);
+                    let index = buckets.partition_point(|(start, _)| *start <= at);
+                    if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
+                        if negative {
+                            *slot -= aggregate(row, 1)?;
+                        } else {
+                            *slot += aggregate(row, 1)?;
+                        }
+                    }
+                }
             }
         }
         Ok(sums)

@@ -174,7 +174,8 @@ pub(super) struct Piece {
 }
 
 /// The pieces whose signed sum is exactly the bucket `[start, end)` (microseconds). Raw pieces
-/// are never negative. Buckets shorter than a day are not covered with days.
+/// are taken away only from the quarter hour at an edge that is not whole (the snapshot's hour
+/// ends at a second). Buckets shorter than a day are not covered with days.
 pub(super) fn cover(start: i64, end: i64, coverage: &Coverage) -> Vec<Piece> {
     let mut pieces = Vec::new();
     if start >= end {
@@ -191,7 +192,7 @@ pub(super) fn cover(start: i64, end: i64, coverage: &Coverage) -> Vec<Piece> {
         return pieces;
     }
     if start < first {
-        pieces.push(Piece::raw(start, first));
+        pieces.extend(quarters.partial(first - QUARTER, (start, first)));
     }
     if last - first >= DAY && quarters.coarse.is_some() {
         let (midnight, last_midnight) = (ceil(first, DAY), floor(last, DAY));
@@ -204,7 +205,7 @@ pub(super) fn cover(start: i64, end: i64, coverage: &Coverage) -> Vec<Piece> {
         pieces.extend(quarters.span(first, last, false));
     }
     if last < end {
-        pieces.push(Piece::raw(last, end));
+        pieces.extend(quarters.partial(last, (last, end)));
     }
     pieces
 }
@@ -225,6 +226,25 @@ impl Piece {
 }
 
 impl QuarterCoverage {
+    /// The part `[from, to)` of the quarter hour starting at `quarter`: raw, or the quarter
+    /// hour's view row less the raw rest of it, whichever reads the shorter time raw (the view
+    /// row only where the view holds that quarter hour).
+    fn partial(&self, quarter: i64, (from, to): (i64, i64)) -> Vec<Piece> {
+        let part = to - from;
+        if self.pending.contains(&quarter_of(quarter)) || QUARTER - part >= part {
+            return vec![Piece::raw(from, to)];
+        }
+        let end = quarter + QUARTER;
+        let mut pieces = vec![Piece::of(Source::View(Grain::Quarter), quarter, end, false)];
+        if quarter < from {
+            pieces.push(Piece::of(Source::Raw, quarter, from, true));
+        }
+        if to < end {
+            pieces.push(Piece::of(Source::Raw, to, end, true));
+        }
+        pieces
+    }
+
     /// Whether the whole hour or day of `grain` from `from` can be read from its view.
     fn holds(&self, grain: Grain, from: i64) -> bool {
         let to = from + grain.length();
@@ -408,12 +428,31 @@ mod tests {
     }
 
     #[test]
-    fn the_ends_that_are_not_whole_quarter_hours_are_raw() {
+    fn an_end_that_is_not_a_whole_quarter_hour_reads_the_shorter_time_raw() {
         let (start, end) = (10 * Q + 5, 14 * Q + 7);
         let pieces = cover(start, end, &settled());
         assert_exact(&pieces, start, end);
-        assert_eq!(pieces.first(), Some(&Piece::raw(start, 11 * Q)));
+        // Most of the first quarter hour: its row less its first 5 µs.
+        assert!(pieces.contains(&Piece::of(
+            Source::View(Grain::Quarter),
+            10 * Q,
+            11 * Q,
+            false
+        )));
+        assert!(pieces.contains(&Piece::of(Source::Raw, 10 * Q, start, true)));
+        // 7 µs of the last: raw.
         assert_eq!(pieces.last(), Some(&Piece::raw(14 * Q, end)));
+        let late = cover(10 * Q + 5, 14 * Q + Q - 7, &settled());
+        assert_exact(&late, 10 * Q + 5, 14 * Q + Q - 7);
+        assert!(late.contains(&Piece::of(Source::Raw, 15 * Q - 7, 15 * Q, true)));
+    }
+
+    #[test]
+    fn a_partial_quarter_hour_the_view_may_lack_is_raw() {
+        let (start, end) = (10 * Q + 5, 14 * Q);
+        let pieces = cover(start, end, &coverage(&[10], &[10], i64::MAX, i64::MAX));
+        assert_exact(&pieces, start, end);
+        assert_eq!(pieces.first(), Some(&Piece::raw(start, 11 * Q)));
     }
 
     #[test]
