@@ -44,6 +44,20 @@ async fn of_view(app: &TestApp, value: &str, suffix: &str) -> i64 {
         .get(0)
 }
 
+/// The readings the test table's view with `suffix` holds once they reach `expected`, or what
+/// it holds after 10 s of waiting.
+async fn readings_held(app: &TestApp, suffix: &str, expected: i64) -> i64 {
+    let mut held = 0;
+    for _ in 0..200 {
+        held = of_view(app, "coalesce(sum(readings), 0)", suffix).await;
+        if held == expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held
+}
+
 /// Uploads, for each of three Berlin days a week ago, a reading at 00:30 and one at 23:30 local
 /// time — the first in the UTC day before, the second in the UTC day whose last hour belongs to
 /// the next Berlin day — and waits until the hour and day views derived them. Returns the days.
@@ -116,16 +130,11 @@ async fn a_deleted_device_leaves_its_owners_days_read_from_the_owner_views() {
         let noon = measured(sample_with(200, 10.0, 20.0), berlin(day, 12, 0));
         app.upload_ok(&deleted, &noon).await;
     }
-    let mut held = 0;
-    for _ in 0..200 {
-        // The readings the owner day view (schema 006) holds, as far as QuestDB derived it.
-        held = of_view(&app, "coalesce(sum(readings), 0)", "o1d").await;
-        if held == 9 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(held, 9, "the owner day view holds both devices' readings");
+    assert_eq!(
+        readings_held(&app, "o1d", 9).await,
+        9,
+        "the owner day view holds both devices' readings"
+    );
     let both = app.data_as("alice", &custom_days(&days)).await;
     assert_eq!(aqis(both.as_array().expect("points")), [80, 87, 93]);
 
@@ -157,15 +166,11 @@ async fn the_snapshots_edge_quarter_hours_from_the_view_hold_exactly_the_hours_r
         );
         app.upload_ok(&device, &reading).await;
     }
-    let mut held = 0;
-    for _ in 0..200 {
-        held = of_view(&app, "coalesce(sum(readings), 0)", "15m").await;
-        if held == 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(held, 3, "the quarter-hour view holds the readings");
+    assert_eq!(
+        readings_held(&app, "15m", 3).await,
+        3,
+        "the quarter-hour view holds the readings"
+    );
     // A process of its own has written nothing: every quarter hour the view holds is read from it.
     let peer = app.spawn_peer_on_my_clock(|_| {}).await;
     let paths = [
