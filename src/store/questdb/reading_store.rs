@@ -134,7 +134,7 @@ impl QuestDbReadings {
             .coverage(first.0, last.1, devices.len())
             .await;
         let owner_views = match selection {
-            Selection::Owner(owner) => coverage.owners.as_ref().map(|held| (owner, held)),
+            Selection::Owner(_) => coverage.owners.as_ref(),
             Selection::Devices(_) => None,
         };
         let covers: Vec<Vec<Piece>> = buckets
@@ -142,7 +142,7 @@ impl QuestDbReadings {
             .map(|(start, end)| {
                 let pieces = cover(*start, *end, &coverage);
                 match owner_views {
-                    Some((_, held)) => pieces.into_iter().map(|piece| held.lift(piece)).collect(),
+                    Some(held) => pieces.into_iter().map(|piece| held.lift(piece)).collect(),
                     None => pieces,
                 }
             })
@@ -163,8 +163,8 @@ impl QuestDbReadings {
                 }
             }
         }
-        let view_sql = self.view_sql(&rows, selection, owner_views.map(|(owner, _)| owner));
         let filter = selection.condition();
+        let view_sql = self.view_sql(&rows, selection, &filter);
         let view_queries = view_sql.iter().map(|(source, sql, negative)| async move {
             Ok::<_, StoreError>((*source, *negative, self.run(sql).await?))
         });
@@ -194,11 +194,7 @@ impl QuestDbReadings {
                 for row in rows {
                     let at = utc(row.try_get(0)?).timestamp_micros();
                     let sums = held.entry((*source, at)).or_default();
-                    if taking_away {
-                        *sums -= aggregate(row, 1)?;
-                    } else {
-                        *sums += aggregate(row, 1)?;
-                    }
+                    add(sums, aggregate(row, 1)?, taking_away);
                 }
             }
         }
@@ -211,13 +207,8 @@ impl QuestDbReadings {
                     if piece.source == Source::Raw {
                         continue;
                     }
-                    let Some(rows) = held.get(&(piece.source, piece.from)) else {
-                        continue;
-                    };
-                    if negative {
-                        *bucket -= *rows;
-                    } else {
-                        *bucket += *rows;
+                    if let Some(rows) = held.get(&(piece.source, piece.from)) {
+                        add(bucket, *rows, negative);
                     }
                 }
             }
@@ -229,11 +220,7 @@ impl QuestDbReadings {
                     let at = utc(row.try_get(0)?).timestamp_micros().max(first.0);
                     let index = buckets.partition_point(|(start, _)| *start <= at);
                     if let Some(slot) = index.checked_sub(1).and_then(|index| sums.get_mut(index)) {
-                        if negative {
-                            *slot -= aggregate(row, 1)?;
-                        } else {
-                            *slot += aggregate(row, 1)?;
-                        }
+                        add(slot, aggregate(row, 1)?, negative);
                     }
                 }
             }
@@ -241,16 +228,16 @@ impl QuestDbReadings {
         Ok(sums)
     }
 
-    /// The queries of the view rows starting at `rows` (per source) of `selection`: each
-    /// `(source, query, whether its sums are taken away)`. An owner view's rows come with the
-    /// rows of the devices `owner` deleted, taken away from them.
+    /// The queries of the view rows starting at `rows` (per source) of `selection`, whose
+    /// condition on device-level rows is `filter`: each `(source, query, whether its sums are
+    /// taken away)`. An owner view's rows come with the rows of the devices the owner deleted,
+    /// taken away from them.
     fn view_sql(
         &self,
         rows: &BTreeMap<Source, BTreeSet<i64>>,
         selection: &Selection,
-        owner: Option<&OwnerRows>,
+        filter: &str,
     ) -> Vec<(Source, String, bool)> {
-        let filter = selection.condition();
         let mut queries = Vec::new();
         for (source, starts) in rows {
             let sums_of = |view: &str, condition: &str, grain: Grain| {
@@ -260,11 +247,11 @@ impl QuestDbReadings {
                     rows_filter(starts, grain.length())
                 )
             };
-            match (*source, owner) {
+            match (*source, selection) {
                 (Source::View(grain), _) => {
-                    queries.push((*source, sums_of(self.view_of(grain), &filter, grain), false));
+                    queries.push((*source, sums_of(self.view_of(grain), filter, grain), false));
                 }
-                (Source::Owners(grain), Some(owner)) => {
+                (Source::Owners(grain), Selection::Owner(owner)) => {
                     let view = grain.owner_view_of(self.table.as_str());
                     queries.push((
                         *source,
@@ -275,7 +262,7 @@ impl QuestDbReadings {
                         queries.push((*source, sums_of(self.view_of(grain), &gone, grain), true));
                     }
                 }
-                (Source::Raw | Source::Owners(_), _) => {}
+                (Source::Raw, _) | (Source::Owners(_), Selection::Devices(_)) => {}
             }
         }
         queries
@@ -362,6 +349,15 @@ impl QuestDbReadings {
         self.pool
             .run(async |client| Ok(client.query(sql, &[]).await?))
             .await
+    }
+}
+
+/// `part` added to `sums`, or taken away from them when `negative`.
+fn add(sums: &mut Aggregate, part: Aggregate, negative: bool) {
+    if negative {
+        *sums -= part;
+    } else {
+        *sums += part;
     }
 }
 

@@ -98,8 +98,9 @@ struct Shared {
     applied: watch::Sender<u64>,
     /// The highest generation the quarter-hour view is known to hold.
     refreshed: watch::Sender<u64>,
-    /// Whether the quarter-hour view can be read (`Acknowledged::view_valid`), for reads that
-    /// wait for it.
+    /// Whether the quarter-hour view can be read: it had caught up with the table at a look (or
+    /// at the start) and was not `invalid` at the last one. Changed only under `state`'s lock,
+    /// in the same step as what goes with it; reads that wait for it watch it.
     valid: watch::Sender<bool>,
     /// Wakes the tracker: a read waits, or the last handle is gone.
     wake: Arc<Notify>,
@@ -113,9 +114,6 @@ struct Acknowledged {
     devices: HashMap<DeviceUuid, u64>,
     /// Per quarter hour, the latest generation that wrote into it, while a view may lack it.
     quarters: BTreeMap<i64, u64>,
-    /// Whether the quarter-hour view can be read: it had caught up with the table at a look (or
-    /// at the start) and was not `invalid` at the last one.
-    view_valid: bool,
     /// The highest generation the hour and day views are known to hold (at most `refreshed`).
     settled: u64,
     /// How far the hour and day views derived passed periods, while they can be read: they had
@@ -171,7 +169,6 @@ impl Visibility {
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::new(Acknowledged {
-                view_valid,
                 coarse,
                 ..Acknowledged::default()
             }),
@@ -236,8 +233,7 @@ impl Visibility {
         // Raw readings cannot stand in for the view past the raw retention: a read first waits
         // for a view not known to be caught up (a process's first moments, a view QuestDB is
         // still building), at most VIEW_WAIT.
-        let view_valid = lock(&self.shared).view_valid;
-        if !view_valid {
+        if !*self.shared.valid.borrow() {
             let mut valid = self.shared.valid.subscribe();
             self.shared.wake.notify_one();
             // Past the bound the read sums the raw readings that are kept.
@@ -249,7 +245,7 @@ impl Visibility {
             ..(quarter_of(end - 1).div_euclid(QUARTERS_A_DAY) + 1) * QUARTERS_A_DAY;
         let needed = {
             let state = lock(&self.shared);
-            if !state.view_valid {
+            if !*self.shared.valid.borrow() {
                 return Coverage::default();
             }
             let refreshed = *self.shared.refreshed.borrow();
@@ -267,7 +263,7 @@ impl Visibility {
             let _ = tokio::time::timeout(VIEW_WAIT, refreshed.wait_for(|at| *at >= needed)).await;
         }
         let state = lock(&self.shared);
-        if !state.view_valid {
+        if !*self.shared.valid.borrow() {
             return Coverage::default();
         }
         // A quarter hour's latest generation may hide an earlier one this read needs: every one
@@ -297,6 +293,12 @@ impl Visibility {
             owners,
         }
     }
+}
+
+/// Publishes whether the quarter-hour view can be read, waking the reads that wait for it when
+/// that changes.
+fn set_valid(valid: &watch::Sender<bool>, to: bool) {
+    valid.send_if_modified(|held| std::mem::replace(held, to) != to);
 }
 
 fn lock(shared: &Shared) -> MutexGuard<'_, Acknowledged> {
@@ -504,8 +506,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             Ok(marks) => marks,
             Err(error) => {
                 tracing::warn!(error = %crate::telemetry::chain(&error), "could not follow QuestDB's WAL apply and view refresh");
-                state.view_valid = false;
-                handle.valid.send_replace(false);
+                set_valid(&handle.valid, false);
                 failed = true;
                 pause = LOOK_PENDING;
                 continue;
@@ -519,7 +520,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
         if generation > *handle.applied.borrow() {
             apply.get_or_insert(goal);
         }
-        if generation > *handle.refreshed.borrow() || !state.view_valid {
+        if generation > *handle.refreshed.borrow() || !*handle.valid.borrow() {
             view.get_or_insert(goal);
         }
         if let Some(reached) = apply.filter(|goal| marks.writer >= goal.txn) {
@@ -531,18 +532,18 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
         }
         match marks.view {
             None => {
-                if state.view_valid {
+                if *handle.valid.borrow() {
                     tracing::warn!(
                         "QuestDB's quarter-hour view is invalid; timelines read raw readings \
                          until it is refreshed (REFRESH MATERIALIZED VIEW … FULL)"
                     );
                 }
-                state.view_valid = false;
+                set_valid(&handle.valid, false);
                 view = None;
             }
             Some(marks) => {
                 if let Some(reached) = view.filter(|goal| marks.refreshed >= goal.txn) {
-                    state.view_valid = true;
+                    set_valid(&handle.valid, true);
                     handle.refreshed.send_if_modified(|held| {
                         let moved = *held < reached.generation;
                         *held = (*held).max(reached.generation);
@@ -553,7 +554,8 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             }
         }
         let refreshed = *handle.refreshed.borrow();
-        match (marks.view.filter(|_| state.view_valid), marks.coarse) {
+        let view_valid = *handle.valid.borrow();
+        match (marks.view.filter(|_| view_valid), marks.coarse) {
             (Some(view_marks), Some(coarse_marks)) => {
                 // The quarter-hour view's transaction now covers every generation it holds.
                 if refreshed > state.settled || state.coarse.is_none() {
@@ -607,11 +609,6 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
             }
         }
         state.forget_held();
-        handle.valid.send_if_modified(|valid| {
-            let changed = *valid != state.view_valid;
-            *valid = state.view_valid;
-            changed
-        });
         let ceiling = if apply.is_some() {
             Some(POLL_APPLY_MAX)
         } else if view.is_some() {
@@ -622,7 +619,7 @@ async fn track(shared: Weak<Shared>, wake: Arc<Notify>, reads: BoundedPool, look
         pause = match ceiling {
             Some(_) if woken => POLL_FIRST,
             Some(ceiling) => (pause * 2).clamp(POLL_FIRST, ceiling),
-            None if state.quarters.is_empty() && state.view_valid => LOOK_IDLE,
+            None if state.quarters.is_empty() && *handle.valid.borrow() => LOOK_IDLE,
             None => LOOK_PENDING,
         };
     }
